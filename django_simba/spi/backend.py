@@ -1,0 +1,213 @@
+"""The backend interface (SPI, SPEC 3).
+
+A backend subclasses :class:`LeaseBackend` and implements the ``_``-prefixed
+hooks. The public methods validate their arguments first, so a bad name is
+rejected before any I/O on every backend alike.
+
+Rules every implementation keeps (SPEC 2): sessions expire once not kept
+alive for their lease duration and are never revived; a lease belongs to a
+session only while it is live; tokens are > 0, strictly increase with every
+new term of a name and never reset; remaining times are durations on the
+backend's clock.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from .errors import ConfigurationError
+from .names import validate_metadata, validate_name, validate_prefix
+from .types import Grant, LeaseInfo, Member, Notification, OpenedSession, Renewal, SessionInfo
+
+NotificationListener = Callable[[Notification], None]
+
+DEFAULT_TIMEOUT = 5.0
+MAX_PURGE_LIMIT = 1000
+
+
+class LeaseBackend(ABC):
+    """Storage of sessions, leases and group memberships.
+
+    Capabilities are class attributes so the engine and the status tools can
+    adapt without trying an operation first.
+    """
+
+    #: Pushes RELEASED / GROUP_CHANGED notifications to a subscribed listener.
+    #: A backend without it is polled with a backoff (SPEC 3).
+    notifies: ClassVar[bool] = False
+    #: Keeps records of expired sessions until ``purge_expired`` removes them.
+    needs_purge: ClassVar[bool] = False
+    #: Short name used in logs, metrics and the status command.
+    vendor: ClassVar[str] = "custom"
+
+    def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
+        if not timeout > 0:
+            raise ConfigurationError(f"timeout must be > 0 seconds, not {timeout!r}")
+        self.options: Mapping[str, Any] = dict(options or {})
+        #: Every call gives up after this many seconds with BackendTimeout.
+        self.timeout = float(timeout)
+
+    # -- sessions -----------------------------------------------------------------
+
+    def open_session(self, lease_duration: float, metadata: str = "") -> OpenedSession:
+        """Open a new session that lives ``lease_duration`` seconds unless kept alive."""
+        _check_duration(lease_duration)
+        return self._open_session(float(lease_duration), validate_metadata(metadata))
+
+    def keep_alive(self, session_id: str, lease_duration: float) -> Renewal:
+        """Renew the session and, through it, every lease and membership it holds.
+
+        Raises SessionExpired when the session is gone (and removes what is left of it).
+        """
+        _check_duration(lease_duration)
+        return self._keep_alive(session_id, float(lease_duration))
+
+    def close_session(self, session_id: str) -> None:
+        """Delete the session, free its leases (keeping tokens) and memberships. Idempotent."""
+        self._close_session(session_id)
+
+    # -- leases -------------------------------------------------------------------
+
+    def acquire(self, session_id: str, name: str) -> Grant | None:
+        """Take ``name`` when free or its holder expired; ``None`` when a live session holds it.
+
+        Re-acquiring a name the session holds returns the same term.
+        Raises SessionExpired when the caller's session is not live.
+        """
+        return self._acquire(session_id, validate_name(name))
+
+    def release(self, session_id: str, name: str) -> None:
+        """Free ``name`` if this session holds it (the token is kept); no effect otherwise."""
+        self._release(session_id, validate_name(name))
+
+    def owner(self, name: str) -> LeaseInfo | None:
+        """The live holder of ``name``, or ``None``."""
+        return self._owner(validate_name(name))
+
+    def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        """Live holders of every lease whose name starts with ``prefix``, sorted by name."""
+        return sorted(self._leases(validate_prefix(prefix)), key=lambda info: info.name)
+
+    def force_release(self, name: str) -> bool:
+        """Free ``name`` whoever holds it (operators only); True when a live holder lost it."""
+        return self._force_release(validate_name(name))
+
+    # -- groups -------------------------------------------------------------------
+
+    def join(self, session_id: str, group: str) -> None:
+        """Make the session a member of ``group`` for as long as it lives."""
+        self._join(session_id, validate_name(group))
+
+    def leave(self, session_id: str, group: str) -> None:
+        self._leave(session_id, validate_name(group))
+
+    def members(self, group: str) -> list[Member]:
+        """Live members of ``group``, sorted by session id; never an expired session."""
+        return sorted(self._members(validate_name(group)), key=lambda m: m.session_id)
+
+    def groups(self, prefix: str = "") -> dict[str, list[Member]]:
+        """Every group with a live member whose name starts with ``prefix`` (status tools)."""
+        found = self._groups(validate_prefix(prefix))
+        return {
+            name: sorted(members, key=lambda m: m.session_id)
+            for name, members in sorted(found.items())
+            if members
+        }
+
+    # -- operations ---------------------------------------------------------------
+
+    def sessions(self) -> list[SessionInfo]:
+        """Sessions known to the backend, for status tools (expired ones have remaining <= 0)."""
+        return sorted(self._sessions(), key=lambda s: s.session_id)
+
+    def purge_expired(self, limit: int = MAX_PURGE_LIMIT) -> int:
+        """Remove at most ``limit`` expired sessions (of crashed processes); return how many."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_PURGE_LIMIT:
+            raise ValueError(f"limit must be an int from 1 to {MAX_PURGE_LIMIT}, not {limit!r}")
+        return self._purge_expired(limit)
+
+    # -- notifications (optional) ------------------------------------------------
+
+    def subscribe(self, listener: NotificationListener) -> None:
+        """Deliver notifications to ``listener`` (from any thread). No-op unless ``notifies``."""
+
+    def watch_lease(self, name: str) -> None:
+        """Ask for a RELEASED notification when ``name`` is released."""
+
+    def unwatch_lease(self, name: str) -> None:
+        """Stop notifications for ``name``."""
+
+    def watch_group(self, group: str) -> None:
+        """Ask for GROUP_CHANGED notifications of ``group`` (including its later creation)."""
+
+    def unwatch_group(self, group: str) -> None:
+        """Stop notifications for ``group``."""
+
+    @property
+    def notifying(self) -> bool:
+        """True while notifications are being delivered; False means the engine must poll."""
+        return False
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def after_fork(self) -> None:
+        """In a forked child: forget connections inherited from the parent without closing them."""
+
+    def close(self) -> None:
+        """Release connections and threads. The backend may be used again afterwards."""
+
+    # -- hooks for implementations ----------------------------------------------
+
+    @abstractmethod
+    def _open_session(self, lease_duration: float, metadata: str) -> OpenedSession: ...
+
+    @abstractmethod
+    def _keep_alive(self, session_id: str, lease_duration: float) -> Renewal: ...
+
+    @abstractmethod
+    def _close_session(self, session_id: str) -> None: ...
+
+    @abstractmethod
+    def _acquire(self, session_id: str, name: str) -> Grant | None: ...
+
+    @abstractmethod
+    def _release(self, session_id: str, name: str) -> None: ...
+
+    @abstractmethod
+    def _owner(self, name: str) -> LeaseInfo | None: ...
+
+    @abstractmethod
+    def _leases(self, prefix: str) -> list[LeaseInfo]: ...
+
+    @abstractmethod
+    def _force_release(self, name: str) -> bool: ...
+
+    @abstractmethod
+    def _join(self, session_id: str, group: str) -> None: ...
+
+    @abstractmethod
+    def _leave(self, session_id: str, group: str) -> None: ...
+
+    @abstractmethod
+    def _members(self, group: str) -> list[Member]: ...
+
+    @abstractmethod
+    def _groups(self, prefix: str) -> dict[str, list[Member]]: ...
+
+    @abstractmethod
+    def _sessions(self) -> list[SessionInfo]: ...
+
+    @abstractmethod
+    def _purge_expired(self, limit: int) -> int: ...
+
+
+def _check_duration(lease_duration: object) -> None:
+    if isinstance(lease_duration, bool) or not isinstance(lease_duration, int | float):
+        raise TypeError(f"lease_duration must be a number of seconds, not {lease_duration!r}")
+    if not 0 < lease_duration < 86400 * 365:
+        raise ValueError(f"lease_duration must be a positive number of seconds, not {lease_duration!r}")
+
+
+__all__ = ["DEFAULT_TIMEOUT", "MAX_PURGE_LIMIT", "LeaseBackend", "NotificationListener"]
