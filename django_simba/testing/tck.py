@@ -113,7 +113,7 @@ class BackendTCK:
         second = wait_until(
             lambda: backend.acquire(taker, name), self.expire_wait(), message="take-over after expiry"
         )
-        assert second.token > first.token
+        assert second is not None and second.token > first.token
         backend.close_session(taker)
         while backend.purge_expired(1000):
             pass
@@ -149,7 +149,7 @@ class BackendTCK:
         for _round in range(3):
             barrier = threading.Barrier(len(sessions))
 
-            def contend(sid: str) -> None:
+            def contend(sid: str, barrier: threading.Barrier = barrier) -> None:
                 barrier.wait()
                 grant = backend.acquire(sid, name)
                 if grant is not None:

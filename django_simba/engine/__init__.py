@@ -1,0 +1,34 @@
+"""The engine: sessions, locks, elections and groups over any backend.
+
+Knows nothing of Django. All timing goes through a :class:`Runtime`, so the
+same code runs on threads in production and on a virtual clock in the
+simulation.
+"""
+
+from .config import EngineConfig
+from .election import Election
+from .engine import Engine, EngineClosed
+from .group import Group
+from .lock import Lock, LockHeld
+from .observer import EngineObserver
+from .runtime import CONTEND_LANE, SESSION_LANE, Outcome, Runtime, ThreadRuntime, Timer
+from .term import EndReason, Term
+
+__all__ = [
+    "CONTEND_LANE",
+    "SESSION_LANE",
+    "Election",
+    "EndReason",
+    "Engine",
+    "EngineClosed",
+    "EngineConfig",
+    "EngineObserver",
+    "Group",
+    "Lock",
+    "LockHeld",
+    "Outcome",
+    "Runtime",
+    "Term",
+    "ThreadRuntime",
+    "Timer",
+]

@@ -1,0 +1,29 @@
+"""What the engine needs from anything that contends for a name (a lock, an election)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .term import EndReason, Term
+
+
+class Contender:
+    """A local contender: the engine hands it terms and tells it when they end.
+
+    Both hooks are called with the engine's mutex held: they only update state
+    and schedule work (callbacks go through the runtime's callback thread).
+    """
+
+    kind = "contender"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _granted(self, term: Term) -> bool:
+        """Take ``term``; return False when this contender no longer wants it."""
+        raise NotImplementedError
+
+    def _ended(self, term: Term, reason: EndReason) -> None:
+        """The term this contender held has ended."""
+        raise NotImplementedError

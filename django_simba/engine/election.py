@@ -1,0 +1,109 @@
+"""Elections: a candidate that keeps contending for a name and is told when it leads.
+
+A candidate that is not leader tries at ``renew_interval / 2`` plus jitter, or at
+once when the backend notifies a release. ``on_elected(term)`` and
+``on_revoked(term)`` run on the engine's callback thread, one at a time, in the
+order the events happened. ``is_leader`` is checked in memory: it turns False
+the moment the term's local deadline passes, even before ``on_revoked`` runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..spi import LeaseInfo, validate_name
+from .contender import Contender
+from .term import EndReason, Term
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+Callback = Callable[[Term], Any]
+
+
+class Election(Contender):
+    """One candidacy for ``name``. Create it through :meth:`Engine.election`; end it with :meth:`close`."""
+
+    kind = "election"
+
+    def __init__(
+        self,
+        engine: Engine,
+        name: str,
+        *,
+        on_elected: Callback | None = None,
+        on_revoked: Callback | None = None,
+    ) -> None:
+        super().__init__(validate_name(name))
+        self.engine = engine
+        self.on_elected = on_elected
+        self.on_revoked = on_revoked
+        self._term: Term | None = None
+        self._closed = False
+        self.terms_won = 0
+
+    def start(self) -> Election:
+        """Begin contending (called by the engine's factory)."""
+        self.engine.start()
+        with self.engine._mutex:
+            self.engine._enqueue(self)
+        return self
+
+    @property
+    def term(self) -> Term | None:
+        """The current term while leader, else ``None``."""
+        term = self._term
+        return term if term is not None and term.is_valid() else None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.term is not None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def leader(self) -> LeaseInfo | None:
+        """Who leads now, as the backend sees it (one backend call; no candidacy needed)."""
+        return self.engine.owner(self.name)
+
+    def close(self) -> None:
+        """Stop contending; a leader releases at once (``on_revoked`` runs)."""
+        engine = self.engine
+        with engine._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            engine._withdraw(self)
+            term = self._term
+        if term is not None:
+            engine.release_now(self, term)
+
+    def _granted(self, term: Term) -> bool:
+        if self._closed:
+            return False
+        self._term = term
+        self.terms_won += 1
+        if self.on_elected is not None:
+            on_elected = self.on_elected
+            self.engine.run_callback(lambda: on_elected(term))
+        return True
+
+    def _ended(self, term: Term, reason: EndReason) -> None:
+        if self._term is term:
+            self._term = None
+        if self.on_revoked is not None:
+            on_revoked = self.on_revoked
+            self.engine.run_callback(lambda: on_revoked(term))
+        if not self._closed and reason is not EndReason.CLOSED:
+            # Back in line; after a loss the holder is elsewhere, so do not hammer the backend.
+            delay = None if reason in (EndReason.SESSION_EXPIRED, EndReason.DEADLINE) else self._retry_delay()
+            self.engine._enqueue(self, delay=delay)
+
+    def _retry_delay(self) -> float:
+        half = self.engine.config.renew_interval / 2
+        return half + self.engine.runtime.random.uniform(0, half / 2)
+
+    def __repr__(self) -> str:
+        return f"<Election {self.name!r} leader={self.is_leader}>"

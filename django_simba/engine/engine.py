@@ -1,0 +1,751 @@
+"""The engine: one session per process, kept alive, and the terms of its local contenders.
+
+Concurrency model: the engine's state is guarded by one re-entrant mutex. Blocking
+backend calls never run under it: they run on a runtime lane (keep-alive and
+opens on the session lane, everything else on the contend lane) or, for a lock's
+first attempt and its release, directly in the caller's thread. Completions take
+the mutex, check that the session they were made for is still the current one,
+and update state. User callbacks run on the runtime's callback thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..spi import (
+    BackendUnavailable,
+    Grant,
+    LeaseBackend,
+    LeaseInfo,
+    Member,
+    Notification,
+    NotificationKind,
+    OpenedSession,
+    Renewal,
+    SessionExpired,
+    SimbaError,
+    validate_name,
+)
+from .config import EngineConfig
+from .contender import Contender
+from .election import Election
+from .group import Group
+from .lock import Lock
+from .observer import EngineObserver
+from .runtime import CONTEND_LANE, SESSION_LANE, Outcome, Runtime, ThreadRuntime, Timer
+from .slot import FIRST_POLL_DELAY, Slot
+from .term import EndReason, Term
+
+logger = logging.getLogger("django_simba.engine")
+
+T = TypeVar("T")
+
+#: First retry delay after a failed open; doubles up to the renew interval.
+FIRST_OPEN_RETRY = 0.1
+
+
+@dataclass(slots=True)
+class _Session:
+    id: str
+    deadline: float
+    keep_alive_in_flight: bool = False
+
+
+class EngineClosed(SimbaError):
+    """The engine was closed; create a new one."""
+
+
+class Engine:
+    """Sessions, terms and memberships of one process over one backend."""
+
+    def __init__(
+        self,
+        backend: LeaseBackend,
+        config: EngineConfig | None = None,
+        runtime: Runtime | None = None,
+    ) -> None:
+        self.backend = backend
+        self.config = config or EngineConfig()
+        self.runtime: Runtime = runtime or ThreadRuntime()
+        self.observers: list[EngineObserver] = []
+        self._init_state()
+        _track_for_fork(self)
+
+    def _init_state(self) -> None:
+        self._mutex = threading.RLock()
+        self._session_changed = threading.Condition(self._mutex)
+        self._session: _Session | None = None
+        self._opening = False
+        self._open_retry = FIRST_OPEN_RETRY
+        self._last_error: BaseException | None = None
+        self._started = False
+        self._closed = False
+        self._subscribed = False
+        self._slots: dict[str, Slot] = {}
+        self._joined: dict[str, int] = {}  # group -> local joiners; rejoined in every new session
+        self._last_purge: float | None = None
+        self._notification_listeners: list[Callable[[Notification], None]] = []
+
+    # -- public state --------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str | None:
+        with self._mutex:
+            return self._session.id if self._session else None
+
+    @property
+    def session_deadline(self) -> float | None:
+        with self._mutex:
+            return self._session.deadline if self._session else None
+
+    @property
+    def last_error(self) -> BaseException | None:
+        return self._last_error
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def now(self) -> float:
+        return self.runtime.now()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> Engine:
+        """Start the threads and open a session. Idempotent; never needed before first use."""
+        with self._mutex:
+            if self._closed:
+                raise EngineClosed("this engine was closed")
+            if self._started:
+                return self
+            self._started = True
+            self.runtime.start()
+            if self.backend.notifies and not self._subscribed:
+                self._subscribed = True
+                self.backend.subscribe(self._on_notification)
+            self._open()
+        return self
+
+    def close(self, timeout: float | None = None) -> None:
+        """End every term, close the session so others take over at once, stop the threads."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            session, self._session = self._session, None
+            for slot in self._slots.values():
+                slot.cancel_timer()
+                slot.waiting.clear()
+                if slot.term is not None:
+                    self._end_term(slot, EndReason.CLOSED)
+            self._session_changed.notify_all()
+        if session is not None:
+            try:
+                self.backend.close_session(session.id)
+            except Exception as error:
+                logger.warning("django-simba: closing session %s failed: %s", session.id, error)
+        self.runtime.stop(self.backend.timeout if timeout is None else timeout)
+        self.backend.close()
+
+    def _after_fork_in_child(self) -> None:
+        """The child never uses the parent's session or connections; it starts its own."""
+        was_started = self._started and not self._closed
+        slots = self._slots
+        self._init_state()
+        self.runtime.after_fork()
+        self.backend.after_fork()
+        for slot in slots.values():
+            if slot.term is not None:
+                slot.term._end(EndReason.FORKED)
+        if was_started:
+            self.start()
+
+    # -- session -------------------------------------------------------------------------
+
+    def wait_for_session(self, timeout: float | None) -> str:
+        """Start if needed and return the live session's id, waiting at most ``timeout``."""
+        self.start()
+        deadline = None if timeout is None else self.now() + timeout
+        with self._mutex:
+            while self._session is None:
+                if self._closed:
+                    raise EngineClosed("this engine was closed")
+                remaining = None if deadline is None else deadline - self.now()
+                if remaining is not None and remaining <= 0:
+                    raise BackendUnavailable(
+                        f"no session could be opened on the {self.backend.vendor} backend: "
+                        f"{self._last_error or 'still trying'}"
+                    )
+                self._session_changed.wait(remaining)
+            return self._session.id
+
+    def _open(self) -> None:
+        if self._closed or self._opening or self._session is not None or not self._started:
+            return
+        self._opening = True
+        sent = self.now()
+        lease, metadata = self.config.lease_duration, self.config.metadata
+        self.runtime.submit(
+            SESSION_LANE,
+            lambda: self.backend.open_session(lease, metadata),
+            lambda outcome: self._on_opened(sent, outcome),
+        )
+
+    def _on_opened(self, sent: float, outcome: Outcome[OpenedSession]) -> None:
+        with self._mutex:
+            self._opening = False
+            if outcome.error is not None or outcome.value is None:
+                self._last_error = outcome.error
+                delay = self._open_retry * (0.5 + self.runtime.random.random())
+                self._open_retry = min(self._open_retry * 2, self.config.renew_interval)
+                logger.warning(
+                    "django-simba: cannot open a session on the %s backend (%s); retrying in %.2f s",
+                    self.backend.vendor,
+                    outcome.error,
+                    delay,
+                )
+                self.runtime.call_later(delay, self._open_locked)
+                return
+            opened = outcome.value
+            if self._closed:
+                self.runtime.submit(
+                    CONTEND_LANE, lambda: self.backend.close_session(opened.session_id), _ignore
+                )
+                return
+            self._open_retry = FIRST_OPEN_RETRY
+            self._last_error = None
+            session = _Session(opened.session_id, self.config.trusted_until(sent, opened.remaining))
+            self._session = session
+            logger.info("django-simba: session %s opened on the %s backend", session.id, self.backend.vendor)
+            self._notify_observers(lambda o: o.session_opened(session.id))
+            self._session_changed.notify_all()
+            self._schedule_keep_alive(session.id, sent + self.config.renew_interval - self.now())
+            self._arm_deadline(session)
+            for group in self._joined:
+                self._submit_join(session.id, group)
+            for slot in self._slots.values():
+                self._kick(slot)
+            self._maybe_purge()
+
+    def _open_locked(self) -> None:
+        with self._mutex:
+            self._open()
+
+    def _schedule_keep_alive(self, session_id: str, delay: float) -> None:
+        self.runtime.call_later(delay, lambda: self._keep_alive(session_id))
+
+    def _arm_deadline(self, session: _Session) -> None:
+        self.runtime.call_later(session.deadline - self.now(), lambda: self._check_deadline(session.id))
+
+    def _keep_alive(self, session_id: str) -> None:
+        with self._mutex:
+            session = self._session
+            if session is None or session.id != session_id or session.keep_alive_in_flight:
+                return
+            session.keep_alive_in_flight = True
+            sent = self.now()
+            lease = self.config.lease_duration
+            self.runtime.submit(
+                SESSION_LANE,
+                lambda: self.backend.keep_alive(session_id, lease),
+                lambda outcome: self._on_kept_alive(session_id, sent, outcome),
+            )
+
+    def _on_kept_alive(self, session_id: str, sent: float, outcome: Outcome[Renewal]) -> None:
+        with self._mutex:
+            session = self._session
+            if session is None or session.id != session_id:
+                return
+            session.keep_alive_in_flight = False
+            elapsed = self.now() - sent
+            renewal = outcome.value
+            in_time = renewal is not None and elapsed <= self.config.renew_interval
+            self._notify_observers(lambda o: o.keep_alive_done(elapsed, in_time))
+            if isinstance(outcome.error, SessionExpired):
+                self._lose_session(session_id, EndReason.SESSION_EXPIRED)
+                return
+            if renewal is None:
+                self._last_error = outcome.error
+                logger.warning("django-simba: keep-alive of session %s failed: %s", session_id, outcome.error)
+                self._schedule_keep_alive(session_id, self.config.renew_interval / 2)
+                return
+            deadline = self.config.trusted_until(sent, renewal.remaining)
+            if in_time:
+                session.deadline = max(session.deadline, deadline)
+            else:
+                # Counts as failed: extend nothing, but a lease missing from the reply is still lost.
+                logger.warning("django-simba: keep-alive of session %s took %.3f s", session_id, elapsed)
+            self._reconcile(session_id, sent, renewal, deadline if in_time else None)
+            next_in = sent + self.config.renew_interval - self.now()
+            self._schedule_keep_alive(session_id, next_in if in_time else self.config.renew_interval / 2)
+            self._maybe_purge()
+
+    def _reconcile(self, session_id: str, sent: float, renewal: Renewal, deadline: float | None) -> None:
+        """Match a keep-alive reply against local terms: extend, end lost ones, free orphans."""
+        for slot in self._slots.values():
+            term = slot.term
+            if term is None:
+                continue
+            if renewal.owned.get(slot.name) == term.token:
+                if deadline is not None:
+                    term._extend(deadline)
+            elif slot.granted_at < sent:
+                # The grant was answered before this keep-alive was sent, so the backend saw it first.
+                self._end_term(slot, EndReason.LOST)
+                self._kick(slot)
+        for name, token in renewal.owned.items():
+            slot = self._slot(name)
+            held = slot.term is not None and slot.term.token == token
+            if not held and slot.busy is None:
+                # Ours on the backend, nobody's here (a reply lost, a failed release): free it.
+                self._release_in_background(slot, session_id)
+
+    def _check_deadline(self, session_id: str) -> None:
+        with self._mutex:
+            session = self._session
+            if session is None or session.id != session_id:
+                return
+            if self.now() >= session.deadline:
+                logger.warning("django-simba: session %s passed its local deadline", session_id)
+                self._lose_session(session_id, EndReason.DEADLINE)
+            else:
+                self._arm_deadline(session)
+
+    def _lose_session(self, session_id: str, reason: EndReason) -> None:
+        """End every term of the session and open a new one."""
+        session = self._session
+        if session is None or session.id != session_id:
+            return
+        self._session = None
+        for slot in self._slots.values():
+            slot.cancel_timer()
+            if slot.term is not None:
+                self._end_term(slot, reason)
+        self._notify_observers(lambda o: o.session_lost(session_id, reason))
+        if reason is EndReason.DEADLINE:
+            # It may still be live on the backend: close it so its leases free at once.
+            self.runtime.submit(CONTEND_LANE, lambda: self.backend.close_session(session_id), _ignore)
+        self._session_changed.notify_all()
+        self._open()
+
+    def _maybe_purge(self) -> None:
+        if not self.backend.needs_purge:
+            return
+        now = self.now()
+        if self._last_purge is not None and now - self._last_purge < self.config.purge_interval:
+            return
+        self._last_purge = now
+        self.runtime.submit(CONTEND_LANE, self.backend.purge_expired, _log_purge)
+
+    # -- contention ------------------------------------------------------------------------
+
+    def _slot(self, name: str) -> Slot:
+        slot = self._slots.get(name)
+        if slot is None:
+            slot = self._slots[name] = Slot(name)
+        return slot
+
+    def _enqueue(self, contender: Contender, *, delay: float | None = None) -> None:
+        """Put ``contender`` in line for its name (mutex held)."""
+        if self._closed:
+            raise EngineClosed("this engine was closed")
+        slot = self._slot(contender.name)
+        if contender not in slot.waiting:
+            slot.waiting.append(contender)
+        if delay is None:
+            self._kick(slot)
+        elif slot.timer is None and slot.busy is None:
+            slot.timer = self.runtime.call_later(delay, lambda: self._kick_locked(slot))
+
+    def _withdraw(self, contender: Contender) -> None:
+        """Take ``contender`` out of line (mutex held)."""
+        slot = self._slots.get(contender.name)
+        if slot is None:
+            return
+        if contender in slot.waiting:
+            slot.waiting.remove(contender)
+        if not slot.waiting:
+            slot.cancel_timer()
+            self._unwatch(slot)
+
+    def _kick_locked(self, slot: Slot) -> None:
+        with self._mutex:
+            slot.timer = None
+            self._kick(slot)
+
+    def _kick(self, slot: Slot) -> None:
+        """Start an acquire for the first waiter when nothing stands in the way (mutex held)."""
+        session = self._session
+        if slot.holder is not None or slot.busy is not None or not slot.waiting or session is None:
+            return
+        slot.cancel_timer()
+        slot.busy = "acquire"
+        session_id, name, sent = session.id, slot.name, self.now()
+        self.runtime.submit(
+            CONTEND_LANE,
+            lambda: self.backend.acquire(session_id, name),
+            lambda outcome: self._on_acquired_locked(slot, session_id, sent, outcome),
+        )
+
+    def _on_acquired_locked(
+        self, slot: Slot, session_id: str, sent: float, outcome: Outcome[Grant | None]
+    ) -> None:
+        with self._mutex:
+            self._on_acquired(slot, session_id, sent, outcome)
+
+    def _on_acquired(self, slot: Slot, session_id: str, sent: float, outcome: Outcome[Grant | None]) -> None:
+        """Handle an acquire's reply (mutex held)."""
+        slot.busy = None
+        session = self._session
+        if session is None or session.id != session_id:
+            self._kick(slot)  # the grant, if any, belongs to a session we already gave up
+            return
+        if isinstance(outcome.error, SessionExpired):
+            self._lose_session(session_id, EndReason.SESSION_EXPIRED)
+            return
+        if outcome.error is not None:
+            # Maybe applied with its reply lost: a keep-alive will list it and we free it then.
+            self._last_error = outcome.error
+            logger.info("django-simba: acquire of %r failed: %s", slot.name, outcome.error)
+            self._retry_later(slot, self._poll_delay(slot))
+            return
+        grant = outcome.value
+        if grant is None:
+            self._watch(slot)
+            self._retry_later(slot, self._retry_delay(slot))
+            return
+        if grant.token <= slot.last_token:
+            # The backend still has our previous term (its release failed): free it, then retry.
+            self._release_in_background(slot, session_id)
+            return
+        slot.last_token = grant.token
+        slot.backoff = FIRST_POLL_DELAY
+        term = Term(
+            slot.name, grant.token, session_id, self.config.trusted_until(sent, grant.remaining), self.now
+        )
+        while slot.waiting:
+            contender = slot.waiting.popleft()
+            slot.holder, slot.term, slot.granted_at = contender, term, self.now()
+            if contender._granted(term):
+                if not slot.waiting:
+                    self._unwatch(slot)
+                self._notify_term_started(contender.kind, term)
+                return
+        slot.holder = slot.term = None  # every waiter gave up meanwhile
+        self._release_in_background(slot, session_id)
+
+    def _retry_later(self, slot: Slot, delay: float) -> None:
+        if slot.waiting and slot.timer is None:
+            slot.timer = self.runtime.call_later(delay, lambda: self._kick_locked(slot))
+
+    def _retry_delay(self, slot: Slot) -> float:
+        """After a refusal: notified backends wait for the release, polled ones back off."""
+        if self.backend.notifying:
+            half = self.config.renew_interval / 2
+            return half + self.runtime.random.uniform(0, half / 2)
+        return self._poll_delay(slot)
+
+    def _poll_delay(self, slot: Slot) -> float:
+        delay = slot.backoff * self.runtime.random.uniform(0.5, 1.0)
+        slot.backoff = min(slot.backoff * 2, self.config.renew_interval / 2)
+        return delay
+
+    def _watch(self, slot: Slot) -> None:
+        if self.backend.notifies and not slot.watched:
+            slot.watched = True
+            name = slot.name
+            self.runtime.submit(CONTEND_LANE, lambda: self.backend.watch_lease(name), _ignore)
+
+    def _unwatch(self, slot: Slot) -> None:
+        if slot.watched:
+            slot.watched = False
+            name = slot.name
+            self.runtime.submit(CONTEND_LANE, lambda: self.backend.unwatch_lease(name), _ignore)
+
+    def _end_term(self, slot: Slot, reason: EndReason) -> None:
+        term, holder = slot.term, slot.holder
+        slot.term = slot.holder = None
+        if term is None or holder is None or not term._end(reason):
+            return
+        holder._ended(term, reason)
+        kind = holder.kind
+        self._notify_observers(lambda o: o.term_ended(kind, term, reason))
+
+    def _release_in_background(self, slot: Slot, session_id: str) -> None:
+        slot.busy = "release"
+        name = slot.name
+        self.runtime.submit(
+            CONTEND_LANE,
+            lambda: self.backend.release(session_id, name),
+            lambda outcome: self._on_released(slot, outcome),
+        )
+
+    def _on_released(self, slot: Slot, outcome: Outcome[None]) -> None:
+        with self._mutex:
+            slot.busy = None
+            if outcome.error is not None:
+                logger.warning("django-simba: release of %r failed: %s", slot.name, outcome.error)
+            self._kick(slot)
+
+    # -- operations used by locks ----------------------------------------------------------
+
+    def acquire_now(self, contender: Contender, session_wait: float | None) -> BaseException | None:
+        """Try once in the caller's thread; if refused, leave ``contender`` in line.
+
+        Returns the error of the attempt, if it failed (the contender stays in line).
+        """
+        session_id = self.wait_for_session(session_wait)
+        with self._mutex:
+            slot = self._slot(contender.name)
+            session = self._session
+            inline = (
+                slot.holder is None
+                and slot.busy is None
+                and not slot.waiting
+                and session is not None
+                and session.id == session_id
+            )
+            if not inline:
+                self._enqueue(contender)
+                return None
+            slot.busy = "acquire"
+            sent = self.now()
+        try:
+            outcome: Outcome[Grant | None] = Outcome(value=self.backend.acquire(session_id, contender.name))
+        except Exception as error:
+            outcome = Outcome(error=error)
+        with self._mutex:
+            slot.waiting.appendleft(contender)
+            self._on_acquired(slot, session_id, sent, outcome)
+        return outcome.error
+
+    def release_now(self, contender: Contender, term: Term) -> None:
+        """End ``term`` and free its name on the backend, in the caller's thread."""
+        with self._mutex:
+            slot = self._slots.get(contender.name)
+            if slot is None or slot.holder is not contender or slot.term is not term:
+                return  # already ended (lost, expired, released by a maximum hold time)
+            session = self._session
+            self._end_term(slot, EndReason.RELEASED)
+            if session is None or session.id != term.session_id:
+                self._kick(slot)
+                return
+            slot.busy = "release"
+        try:
+            self.backend.release(term.session_id, term.name)
+            outcome: Outcome[None] = Outcome()
+        except Exception as error:
+            outcome = Outcome(error=error)
+        self._on_released(slot, outcome)
+
+    def release_later(self, contender: Contender, term: Term) -> None:
+        """End ``term`` now and free its name from the contend lane (timers, elections)."""
+        with self._mutex:
+            slot = self._slots.get(contender.name)
+            if slot is None or slot.holder is not contender or slot.term is not term:
+                return
+            session = self._session
+            self._end_term(slot, EndReason.RELEASED)
+            if session is None or session.id != term.session_id:
+                self._kick(slot)
+                return
+            self._release_in_background(slot, term.session_id)
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
+        return self.runtime.call_later(delay, fn)
+
+    def run_callback(self, fn: Callable[[], None]) -> None:
+        self.runtime.run_callback(fn)
+
+    # -- groups ----------------------------------------------------------------------------
+
+    def join(self, group: str, session_wait: float | None) -> None:
+        """Join ``group`` now and in every later session of this process."""
+        validate_name(group)
+        deadline = None if session_wait is None else self.now() + session_wait
+        with self._mutex:
+            # Counted first, so a session opened while this join runs joins the group too.
+            self._joined[group] = self._joined.get(group, 0) + 1
+        try:
+            while True:
+                wait = None if deadline is None else max(0.0, deadline - self.now())
+                session_id = self.wait_for_session(wait)
+                try:
+                    self.backend.join(session_id, group)
+                    return
+                except SessionExpired:
+                    with self._mutex:
+                        self._lose_session(session_id, EndReason.SESSION_EXPIRED)
+        except BaseException:
+            with self._mutex:
+                self._forget_join(group)
+            raise
+
+    def _forget_join(self, group: str) -> bool:
+        """Count one local joiner less; True when it was the last (mutex held)."""
+        count = self._joined.get(group, 0)
+        if count > 1:
+            self._joined[group] = count - 1
+            return False
+        self._joined.pop(group, None)
+        return True
+
+    def leave(self, group: str) -> None:
+        validate_name(group)
+        with self._mutex:
+            if not self._forget_join(group):
+                return
+            session_id = self._session.id if self._session else None
+        if session_id is not None:
+            self.backend.leave(session_id, group)
+
+    def _submit_join(self, session_id: str, group: str) -> None:
+        def on_done(outcome: Outcome[None]) -> None:
+            if outcome.error is not None and not isinstance(outcome.error, SessionExpired):
+                logger.warning("django-simba: rejoining %r failed (%s); retrying", group, outcome.error)
+                self.runtime.call_later(
+                    self.config.renew_interval / 2, lambda: self._rejoin(session_id, group)
+                )
+
+        self.runtime.submit(CONTEND_LANE, lambda: self.backend.join(session_id, group), on_done)
+
+    def _rejoin(self, session_id: str, group: str) -> None:
+        with self._mutex:
+            if self._session is not None and self._session.id == session_id and group in self._joined:
+                self._submit_join(session_id, group)
+
+    def members(self, group: str) -> list[Member]:
+        return self.backend.members(group)
+
+    def submit(self, call: Callable[[], T], on_done: Callable[[Outcome[T]], None]) -> None:
+        """Run a backend call on the contend lane (for groups' change polling)."""
+        self.runtime.submit(CONTEND_LANE, call, on_done)
+
+    # -- primitives ------------------------------------------------------------------------
+
+    def lock(
+        self,
+        name: str,
+        *,
+        timeout: float | None = None,
+        max_hold: float | None = None,
+        on_lost: Callable[[Term, EndReason], Any] | None = None,
+    ) -> Lock:
+        """A lock on ``name`` (not acquired yet; use ``with`` or :meth:`Lock.acquire`)."""
+        return Lock(self, name, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
+
+    def election(
+        self,
+        name: str,
+        *,
+        on_elected: Callable[[Term], Any] | None = None,
+        on_revoked: Callable[[Term], Any] | None = None,
+    ) -> Election:
+        """Start contending for ``name`` now; :meth:`Election.close` ends the candidacy."""
+        return Election(self, name, on_elected=on_elected, on_revoked=on_revoked).start()
+
+    def group(self, name: str, *, on_change: Callable[[list[Member]], Any] | None = None) -> Group:
+        """A handle on group ``name``; with ``on_change``, its membership is watched at once."""
+        return Group(self, name, on_change=on_change).watch()
+
+    # -- observation -----------------------------------------------------------------------
+
+    def owner(self, name: str) -> LeaseInfo | None:
+        return self.backend.owner(name)
+
+    def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        return self.backend.leases(prefix)
+
+    def held_terms(self) -> list[Term]:
+        with self._mutex:
+            return [slot.term for slot in self._slots.values() if slot.term is not None]
+
+    # -- notifications ---------------------------------------------------------------------
+
+    def _on_notification(self, event: Notification) -> None:
+        with self._mutex:
+            if event.kind is NotificationKind.RELEASED:
+                slots: Iterable[Slot] = [self._slots[event.name]] if event.name in self._slots else []
+            elif event.kind is NotificationKind.RESYNC:
+                slots = list(self._slots.values())
+            else:
+                slots = []
+            for slot in slots:
+                if slot.waiting and slot.holder is None:
+                    slot.backoff = FIRST_POLL_DELAY
+                    self._kick(slot)
+            listeners = list(self._notification_listeners)
+        for listener in listeners:
+            listener(event)
+
+    def add_notification_listener(self, listener: Callable[[Notification], None]) -> None:
+        with self._mutex:
+            self._notification_listeners = [*self._notification_listeners, listener]
+
+    def remove_notification_listener(self, listener: Callable[[Notification], None]) -> None:
+        with self._mutex:
+            self._notification_listeners = [x for x in self._notification_listeners if x is not listener]
+
+    def _notify_term_started(self, kind: str, term: Term) -> None:
+        self._notify_observers(lambda o: o.term_started(kind, term))
+
+    def _notify_observers(self, hook: Callable[[EngineObserver], Any]) -> None:
+        for observer in self.observers:
+            self.runtime.run_callback(lambda observer=observer: hook(observer))  # type: ignore[misc]
+
+
+def _ignore(outcome: Outcome[Any]) -> None:
+    if outcome.error is not None:
+        logger.debug("django-simba: background call failed: %s", outcome.error)
+
+
+def _log_purge(outcome: Outcome[int]) -> None:
+    if outcome.error is not None:
+        logger.warning("django-simba: purging expired sessions failed: %s", outcome.error)
+    elif outcome.value:
+        logger.info("django-simba: purged %d expired sessions", outcome.value)
+
+
+# Engines to reset in a forked child; weak so an engine can be garbage collected.
+_engines: weakref.WeakSet[Engine] = weakref.WeakSet()
+_fork_hook_installed = False
+_fork_hook_lock = threading.Lock()
+
+
+def _track_for_fork(engine: Engine) -> None:
+    global _fork_hook_installed
+    _engines.add(engine)
+    with _fork_hook_lock:
+        if not _fork_hook_installed:
+            os.register_at_fork(after_in_child=_reset_engines_in_child)
+            atexit.register(_close_engines_at_exit)
+            _fork_hook_installed = True
+
+
+def _reset_engines_in_child() -> None:
+    for engine in list(_engines):
+        try:
+            engine._after_fork_in_child()
+        except Exception:
+            logger.exception("django-simba: resetting the engine after fork failed")
+
+
+def _close_engines_at_exit() -> None:
+    """Close sessions at interpreter exit, so other processes take over at once."""
+    for engine in list(_engines):
+        if engine.started and not engine.closed:
+            try:
+                engine.close(timeout=1.0)
+            except Exception:
+                logger.exception("django-simba: closing the engine at exit failed")

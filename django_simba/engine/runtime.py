@@ -1,0 +1,228 @@
+"""Where the engine's time and threads come from.
+
+The engine never calls ``time.time()``, ``time.sleep()`` or starts a
+``threading.Timer`` itself: it asks a :class:`Runtime` for the time, for timers,
+to run a blocking backend call on a lane, and to run a user callback. The
+:class:`ThreadRuntime` does that with a few daemon threads; the simulation in
+``django_simba.testing`` does it in one thread on a virtual clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+logger = logging.getLogger("django_simba.engine")
+
+T = TypeVar("T")
+
+#: Lanes: each runs its calls one at a time, in order.
+SESSION_LANE = "session"  # open, keep-alive: never queued behind a slow acquire
+CONTEND_LANE = "contend"  # acquire, release, join, leave, members, purge, close of a lost session
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome(Generic[T]):
+    """The result of a backend call run on a lane: a value, or the exception it raised."""
+
+    value: T | None = None
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Runtime(Protocol):
+    """Time, timers, lanes and the callback thread, as the engine sees them."""
+
+    def now(self) -> float:
+        """Seconds on a monotonic clock."""
+        ...
+
+    @property
+    def random(self) -> random.Random:
+        """Source of jitter (seeded in the simulation)."""
+        ...
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
+        """Run ``fn`` after ``delay`` seconds (on the timer thread)."""
+        ...
+
+    def submit(self, lane: str, call: Callable[[], T], on_done: Callable[[Outcome[T]], None]) -> None:
+        """Run the blocking ``call`` on ``lane``, then ``on_done`` with its outcome."""
+        ...
+
+    def run_callback(self, fn: Callable[[], None]) -> None:
+        """Run a user callback on the single callback thread; an exception is logged."""
+        ...
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float) -> None: ...
+
+    def after_fork(self) -> None:
+        """In a forked child: forget the parent's threads (they do not exist here)."""
+        ...
+
+
+class _TimerHandle:
+    __slots__ = ("cancelled", "due", "fn")
+
+    def __init__(self, due: float, fn: Callable[[], None]) -> None:
+        self.due = due
+        self.fn = fn
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+_STOP = object()
+
+
+class _Lane:
+    """A daemon thread running queued jobs one at a time."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name=f"simba-{name}", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            job = self.jobs.get()
+            if job is _STOP:
+                return
+            try:
+                job()
+            except Exception:  # a job never kills its lane
+                logger.exception("django-simba: unexpected error on the %s thread", self.name)
+
+
+class ThreadRuntime:
+    """The production runtime: a timer thread, one thread per lane, one callback thread.
+
+    No thread exists until :meth:`start` (never at import time).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None):
+        self._clock = clock
+        self._random = rng or random.Random()
+        self._init_state()
+
+    def _init_state(self) -> None:
+        self._mutex = threading.Lock()
+        self._wakeup = threading.Condition(self._mutex)
+        self._timers: list[tuple[float, int, _TimerHandle]] = []
+        self._sequence = itertools.count()
+        self._lanes: dict[str, _Lane] = {}
+        self._timer_thread: threading.Thread | None = None
+        self._running = False
+
+    def now(self) -> float:
+        return self._clock()
+
+    @property
+    def random(self) -> random.Random:
+        return self._random
+
+    def start(self) -> None:
+        with self._mutex:
+            if self._running:
+                return
+            self._running = True
+            self._timer_thread = threading.Thread(target=self._run_timers, name="simba-timer", daemon=True)
+            self._timer_thread.start()
+
+    def stop(self, timeout: float) -> None:
+        with self._mutex:
+            if not self._running:
+                return
+            self._running = False
+            self._timers.clear()
+            self._wakeup.notify_all()
+            lanes, self._lanes = list(self._lanes.values()), {}
+            timer_thread = self._timer_thread
+        for lane in lanes:
+            lane.jobs.put(_STOP)
+        current = threading.current_thread()
+        for thread in [lane.thread for lane in lanes] + [timer_thread]:
+            if thread is not None and thread is not current and thread.is_alive():
+                thread.join(timeout)
+
+    def after_fork(self) -> None:
+        self._init_state()
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
+        handle = _TimerHandle(self._clock() + max(0.0, delay), fn)
+        with self._mutex:
+            if self._running:
+                heapq.heappush(self._timers, (handle.due, next(self._sequence), handle))
+                self._wakeup.notify()
+        return handle
+
+    def _lane(self, name: str) -> _Lane | None:
+        with self._mutex:
+            if not self._running:
+                return None
+            lane = self._lanes.get(name)
+            if lane is None:
+                lane = self._lanes[name] = _Lane(name)
+                lane.thread.start()
+            return lane
+
+    def submit(self, lane: str, call: Callable[[], T], on_done: Callable[[Outcome[T]], None]) -> None:
+        worker = self._lane(lane)
+        if worker is None:
+            return
+
+        def job() -> None:
+            try:
+                outcome: Outcome[T] = Outcome(value=call())
+            except Exception as error:
+                outcome = Outcome(error=error)
+            on_done(outcome)
+
+        worker.jobs.put(job)
+
+    def run_callback(self, fn: Callable[[], None]) -> None:
+        worker = self._lane("callbacks")
+        if worker is None:
+            _run_logged(fn)
+            return
+        worker.jobs.put(lambda: _run_logged(fn))
+
+    def _run_timers(self) -> None:
+        while True:
+            with self._mutex:
+                while self._running and (not self._timers or self._timers[0][0] > self._clock()):
+                    timeout = self._timers[0][0] - self._clock() if self._timers else None
+                    self._wakeup.wait(timeout)
+                if not self._running:
+                    return
+                _, _, handle = heapq.heappop(self._timers)
+            if not handle.cancelled:
+                try:
+                    handle.fn()
+                except Exception:
+                    logger.exception("django-simba: unexpected error in a timer")
+
+
+def _run_logged(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except Exception:
+        logger.exception("django-simba: a callback raised; the engine goes on")

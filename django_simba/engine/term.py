@@ -1,0 +1,66 @@
+"""A term: one holder's tenure of a lease name, with its fencing token."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import Enum
+
+
+class EndReason(Enum):
+    RELEASED = "released"  # the holder released it (or a maximum hold time did)
+    LOST = "lost"  # a keep-alive reply no longer lists it: taken over or force-released
+    SESSION_EXPIRED = "session expired"  # the backend reported the session gone
+    DEADLINE = "deadline passed"  # no renewal reached us before the local deadline
+    CLOSED = "engine closed"
+    FORKED = "forked"  # in a child process: the parent's terms are not the child's
+
+
+class Term:
+    """An exclusive tenure of ``name`` by one local contender.
+
+    ``token`` is the fencing token: pass it to every resource you write while
+    holding the term, and have the resource refuse tokens lower than the
+    highest it has seen. ``is_valid()`` is checked in memory, with no I/O.
+    """
+
+    __slots__ = ("_clock", "_deadline", "_ended", "name", "session_id", "token")
+
+    def __init__(self, name: str, token: int, session_id: str, deadline: float, clock: Callable[[], float]):
+        self.name = name
+        self.token = token
+        self.session_id = session_id
+        self._deadline = deadline
+        self._clock = clock
+        self._ended: EndReason | None = None
+
+    def is_valid(self) -> bool:
+        """True while the term has not ended and its local deadline has not passed."""
+        return self._ended is None and self._clock() < self._deadline
+
+    __bool__ = is_valid
+
+    @property
+    def remaining(self) -> float:
+        """Seconds this process may still act as holder without a renewal (0 once invalid)."""
+        if self._ended is not None:
+            return 0.0
+        return max(0.0, self._deadline - self._clock())
+
+    @property
+    def ended(self) -> EndReason | None:
+        """Why the term ended, or ``None`` while it has not (it may still have timed out)."""
+        return self._ended
+
+    def _extend(self, deadline: float) -> None:
+        if deadline > self._deadline:
+            self._deadline = deadline
+
+    def _end(self, reason: EndReason) -> bool:
+        if self._ended is not None:
+            return False
+        self._ended = reason
+        return True
+
+    def __repr__(self) -> str:
+        state = "valid" if self.is_valid() else (self._ended.value if self._ended else "timed out")
+        return f"<Term {self.name!r} token={self.token} {state}>"

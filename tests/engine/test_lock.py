@@ -1,0 +1,158 @@
+"""Locks on real threads over the in-memory backend."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from django_simba.engine import EndReason, Engine, LockHeld
+from django_simba.spi import InvalidName, LeaseNotHeld, LockTimeout
+from django_simba.testing import wait_until
+
+
+def test_context_manager_exposes_a_valid_term(threaded_engine: Engine):
+    with threaded_engine.lock("invoices:42", timeout=5) as term:
+        assert term.token > 0 and term.is_valid()
+        assert threaded_engine.owner("invoices:42").session_id == threaded_engine.session_id
+    assert not term.is_valid() and term.ended is EndReason.RELEASED
+    assert threaded_engine.owner("invoices:42") is None
+
+
+def test_try_acquire_and_timeout_when_held_elsewhere(threaded_engine: Engine):
+    backend = threaded_engine.backend
+    other = backend.open_session(30, "other").session_id
+    backend.acquire(other, "busy")
+    lock = threaded_engine.lock("busy")
+    assert lock.try_acquire() is None
+    started = time.monotonic()
+    with pytest.raises(LockTimeout):
+        lock.acquire(timeout=0.3)
+    assert 0.3 <= time.monotonic() - started < 2
+    backend.release(other, "busy")
+    term = lock.acquire(timeout=5)
+    assert term.token == 2
+    lock.release()
+
+
+def test_blocking_acquire_gets_the_lock_when_released(threaded_engine: Engine):
+    backend = threaded_engine.backend
+    other = backend.open_session(30, "other").session_id
+    backend.acquire(other, "wait-for-it")
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(threaded_engine.lock("wait-for-it").acquire(10)))
+    waiter.start()
+    time.sleep(0.05)  # let the waiter block (any order works; this just makes the wait real)
+    backend.release(other, "wait-for-it")
+    waiter.join(10)
+    assert got and got[0].token == 2
+
+
+def test_locks_are_not_reentrant(threaded_engine: Engine):
+    lock = threaded_engine.lock("once")
+    lock.acquire(5)
+    with pytest.raises(LockHeld):
+        lock.acquire(5)
+    lock.release()
+    with pytest.raises(LeaseNotHeld):
+        lock.release()
+
+
+def test_decorator_runs_under_the_lock(threaded_engine: Engine):
+    lock = threaded_engine.lock("decorated", timeout=5)
+    seen = []
+
+    @lock
+    def job(x):
+        seen.append((x, lock.term.token, lock.locked()))
+        return x * 2
+
+    assert job(21) == 42
+    assert seen == [(21, 1, True)] and not lock.locked()
+
+
+def test_threads_of_one_process_never_hold_a_name_at_once(threaded_engine: Engine):
+    inside = []
+    overlaps = []
+    tokens = []
+    guard = threading.Lock()
+
+    def worker():
+        for _ in range(15):
+            with threaded_engine.lock("shared", timeout=30) as term:
+                with guard:
+                    if inside:
+                        overlaps.append(term.token)
+                    inside.append(term.token)
+                    tokens.append(term.token)
+                with guard:
+                    inside.remove(term.token)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not overlaps
+    assert len(tokens) == 120
+    assert len(set(tokens)) == 120, "two holders shared a token"
+
+
+def test_one_lock_object_shared_by_threads(threaded_engine: Engine):
+    lock = threaded_engine.lock("object", timeout=30)
+    tokens = []
+
+    def worker():
+        for _ in range(10):
+            with lock as term:
+                tokens.append(term.token)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(tokens) == list(range(1, 41))
+
+
+def test_max_hold_releases_automatically(threaded_engine: Engine):
+    lost = []
+    lock = threaded_engine.lock("bounded", max_hold=0.2, on_lost=lambda t, r: lost.append(r))
+    term = lock.acquire(5)
+    wait_until(lambda: not term.is_valid(), 5, message="max hold release")
+    assert term.ended is EndReason.RELEASED
+    wait_until(lambda: threaded_engine.owner("bounded") is None, 5, message="backend release")
+    lock.release()  # already released: no error, nothing happens
+    assert not lost
+
+
+def test_lost_lease_is_reported_and_release_is_quiet(threaded_engine: Engine):
+    lost = []
+    lock = threaded_engine.lock("stolen", on_lost=lambda term, reason: lost.append(reason))
+    term = lock.acquire(5)
+    threaded_engine.backend.force_release("stolen")
+    thief = threaded_engine.backend.open_session(30, "thief").session_id
+    threaded_engine.backend.acquire(thief, "stolen")
+    wait_until(lambda: lost, 5, message="lease lost callback")
+    assert lost == [EndReason.LOST] and not term.is_valid()
+    lock.release()
+
+
+def test_invalid_names_fail_before_any_io(threaded_engine: Engine):
+    with pytest.raises(InvalidName):
+        threaded_engine.lock("no spaces")
+    with pytest.raises(InvalidName):
+        threaded_engine.election("..")
+    with pytest.raises(InvalidName):
+        threaded_engine.group("x" * 129)
+    assert not threaded_engine.started
+
+
+def test_close_releases_so_others_take_over_at_once(threaded_engine: Engine):
+    backend = threaded_engine.backend
+    threaded_engine.lock("handover").acquire(5)
+    threaded_engine.close()
+    assert backend.owner("handover") is None
+    other = backend.open_session(30, "other").session_id
+    assert backend.acquire(other, "handover").token == 2

@@ -1,0 +1,85 @@
+"""Process-level behaviour: no Django, no threads at import, fork safety, exit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from django_simba.engine import EndReason, Engine
+
+
+def run_python(code: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_engine_spi_and_backends_import_nothing_from_django():
+    out = run_python(
+        """
+        import sys
+        import django_simba, django_simba.engine, django_simba.spi, django_simba.backends.memory
+        print(sorted(m for m in sys.modules if m == "django" or m.startswith("django.")))
+        """
+    )
+    assert out == "[]"
+
+
+def test_no_thread_is_started_at_import():
+    out = run_python(
+        """
+        import threading
+        import django_simba, django_simba.engine, django_simba.backends.memory
+        from django_simba.engine import Engine, EngineConfig
+        from django_simba.backends.memory import MemoryBackend
+        Engine(MemoryBackend(), EngineConfig())
+        print(threading.active_count())
+        """
+    )
+    assert out == "1"
+
+
+def test_a_forked_child_never_reuses_the_parent_session(threaded_engine: Engine):
+    lock = threaded_engine.lock("forked")
+    term = lock.acquire(5)
+    parent_session = threaded_engine.session_id
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            ended = term.ended
+            child_session = threaded_engine.wait_for_session(5)
+            message = f"{ended.value if ended else None}|{child_session}|{term.is_valid()}"
+            os.write(write, message.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    message = os.read(read, 1000).decode()
+    os.close(read)
+    assert os.WEXITSTATUS(status) == 0
+    ended, child_session, valid = message.split("|")
+    assert ended == EndReason.FORKED.value and valid == "False"
+    assert child_session not in ("", "None", parent_session)
+    assert term.is_valid() and threaded_engine.session_id == parent_session  # the parent is untouched
+    lock.release()
+
+
+def test_the_session_is_closed_at_interpreter_exit(tmp_path):
+    out = run_python(
+        """
+        from django_simba.engine import Engine, EngineConfig
+        from django_simba.backends.memory import MemoryBackend
+        import django_simba.engine.engine as core
+        backend = MemoryBackend()
+        engine = Engine(backend, EngineConfig(lease_duration=30, renew_interval=5))
+        engine.lock("exit").acquire(5)
+        core._close_engines_at_exit()  # what atexit runs
+        print(backend.owner("exit"), [s.session_id for s in backend.sessions()])
+        """
+    )
+    assert out == "None []"
