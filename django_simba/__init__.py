@@ -1,7 +1,79 @@
 """django-simba: distributed coordination for Django.
 
-Importing the package imports nothing from Django; the public functions load the
-Django layer on first use.
+Public API::
+
+    from django_simba import lock, election, group, owner, leases, singleton_task
+
+Importing the package imports nothing from Django and starts no thread; the
+functions load the Django layer on first use.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .spi.errors import (
+    BackendTimeout,
+    BackendUnavailable,
+    ConfigurationError,
+    InvalidMetadata,
+    InvalidName,
+    LeaseNotHeld,
+    LockTimeout,
+    NotSupported,
+    SessionExpired,
+    SimbaError,
+)
+
 __version__ = "0.1.0.dev0"
+
+_LAZY = {
+    "lock": "django_simba.api",
+    "election": "django_simba.api",
+    "group": "django_simba.api",
+    "owner": "django_simba.api",
+    "leases": "django_simba.api",
+    "singleton_task": "django_simba.decorators",
+    "get_engine": "django_simba.registry",
+    "Term": "django_simba.engine",
+    "EndReason": "django_simba.engine",
+}
+
+if TYPE_CHECKING:
+    from .api import election, group, leases, lock, owner
+    from .decorators import singleton_task
+    from .engine import EndReason, Term
+    from .registry import get_engine
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'django_simba' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "BackendTimeout",
+    "BackendUnavailable",
+    "ConfigurationError",
+    "EndReason",
+    "InvalidMetadata",
+    "InvalidName",
+    "LeaseNotHeld",
+    "LockTimeout",
+    "NotSupported",
+    "SessionExpired",
+    "SimbaError",
+    "Term",
+    "election",
+    "get_engine",
+    "group",
+    "leases",
+    "lock",
+    "owner",
+    "singleton_task",
+]

@@ -1,11 +1,115 @@
-"""The Django application of django-simba."""
+"""The Django application: checks, settings cache, and where the keep-alive thread starts.
+
+``ready()`` is cheap and idempotent: it runs for every management command, may
+run twice, and runs in both processes of the autoreloader. It starts the engine
+only where a process serves (see :func:`autostart_decision`); everywhere else
+the engine starts lazily on first use. A forked child restarts it by itself
+(the engine's fork hook).
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from django.apps import AppConfig
+from django.core.signals import setting_changed
+
+logger = logging.getLogger("django_simba")
+
+#: Commands that never start the keep-alive thread (they do not coordinate anything).
+QUIET_COMMANDS = frozenset(
+    {
+        "check",
+        "collectstatic",
+        "compilemessages",
+        "createcachetable",
+        "dbshell",
+        "diffsettings",
+        "dumpdata",
+        "findstatic",
+        "flush",
+        "inspectdb",
+        "loaddata",
+        "makemessages",
+        "makemigrations",
+        "migrate",
+        "optimizemigration",
+        "sendtestemail",
+        "shell",
+        "showmigrations",
+        "sqlflush",
+        "sqlmigrate",
+        "sqlsequencereset",
+        "squashmigrations",
+        "startapp",
+        "startproject",
+        "test",
+        "testserver",
+        "simba_status",
+        "simba_purge",
+    }
+)
+
+
+def autostart_decision(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[bool, str]:
+    """Whether this process should start the engine at start-up, and why."""
+    program = os.path.basename(argv[0]) if argv else ""
+    if "pytest" in program or "py.test" in program or "PYTEST_CURRENT_TEST" in environ:
+        return False, "running tests"
+    if program in ("manage.py", "django-admin", "django-admin.py", "__main__.py"):
+        command = argv[1] if len(argv) > 1 else ""
+        if command in QUIET_COMMANDS or not command or command.startswith("-"):
+            return False, f"management command {command or '(none)'!r}"
+        if command == "runserver" and "--noreload" not in argv and environ.get("RUN_MAIN") != "true":
+            return False, "autoreloader's watcher process (the serving child starts it)"
+        return True, f"management command {command!r}"
+    return True, "server process"
 
 
 class SimbaConfig(AppConfig):
     name = "django_simba"
     verbose_name = "Simba coordination"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)
+
+        setting_changed.connect(_on_setting_changed, dispatch_uid="django_simba.setting_changed")
+        maybe_autostart()
+
+
+def maybe_autostart(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> bool:
+    """Start the engine if AUTOSTART allows it here. Never raises: a bad setting is a check error."""
+    from . import conf, registry
+
+    try:
+        settings = conf.get_settings()
+    except Exception:
+        return False  # reported by the system checks, with a hint
+    if not settings.autostart:
+        return False
+    start, reason = autostart_decision(
+        sys.argv if argv is None else argv, os.environ if environ is None else environ
+    )
+    if not start:
+        logger.debug("django-simba: not starting the engine (%s)", reason)
+        return False
+    try:
+        registry.get_engine().start()
+    except Exception:
+        logger.exception("django-simba: could not start the engine; it will start on first use")
+        return False
+    logger.debug("django-simba: engine started (%s)", reason)
+    return True
+
+
+def _on_setting_changed(setting: str, **kwargs: Any) -> None:
+    if setting == "SIMBA":
+        from . import conf, registry
+
+        conf.clear_cache()
+        registry.reset()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..spi import ConfigurationError, validate_metadata
@@ -25,7 +26,8 @@ class EngineConfig:
     renew_interval: float = DEFAULT_RENEW_INTERVAL
     drift: float = DEFAULT_DRIFT
     purge_interval: float = DEFAULT_PURGE_INTERVAL
-    metadata: str = ""
+    #: Shown by status tools; a callable is evaluated at every session open (so a pid is current).
+    metadata: str | Callable[[], str] = ""
 
     def __post_init__(self) -> None:
         for field in ("lease_duration", "renew_interval", "purge_interval"):
@@ -43,10 +45,14 @@ class EngineConfig:
             or not 0 <= self.drift < 0.5
         ):
             raise ConfigurationError(f"drift must be a fraction in [0, 0.5), not {self.drift!r}")
-        try:
-            validate_metadata(self.metadata)
-        except ValueError as error:
-            raise ConfigurationError(str(error)) from error
+        if not callable(self.metadata):
+            try:
+                validate_metadata(self.metadata)
+            except ValueError as error:
+                raise ConfigurationError(str(error)) from error
+
+    def session_metadata(self) -> str:
+        return self.metadata() if callable(self.metadata) else self.metadata
 
     def trusted_until(self, sent_at: float, remaining: float) -> float:
         """The local deadline of a grant whose request was sent at ``sent_at``."""

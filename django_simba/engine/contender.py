@@ -27,3 +27,6 @@ class Contender:
     def _ended(self, term: Term, reason: EndReason) -> None:
         """The term this contender held has ended."""
         raise NotImplementedError
+
+    def _refused(self) -> None:
+        """An attempt found the name held by another session."""

@@ -9,6 +9,7 @@ the moment the term's local deadline passes, even before ``on_revoked`` runs.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ class Election(Contender):
         self._term: Term | None = None
         self._closed = False
         self.terms_won = 0
+        self._decided = threading.Event()  # set once an attempt won or found another leader
 
     def start(self) -> Election:
         """Begin contending (called by the engine's factory)."""
@@ -64,6 +66,10 @@ class Election(Contender):
     def closed(self) -> bool:
         return self._closed
 
+    def wait_decided(self, timeout: float | None) -> bool:
+        """Wait until the first attempt is answered (won, or held elsewhere); False on timeout."""
+        return self._decided.wait(timeout)
+
     def leader(self) -> LeaseInfo | None:
         """Who leads now, as the backend sees it (one backend call; no candidacy needed)."""
         return self.engine.owner(self.name)
@@ -85,10 +91,14 @@ class Election(Contender):
             return False
         self._term = term
         self.terms_won += 1
+        self._decided.set()
         if self.on_elected is not None:
             on_elected = self.on_elected
             self.engine.run_callback(lambda: on_elected(term))
         return True
+
+    def _refused(self) -> None:
+        self._decided.set()
 
     def _ended(self, term: Term, reason: EndReason) -> None:
         if self._term is term:

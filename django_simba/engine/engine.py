@@ -195,7 +195,7 @@ class Engine:
             return
         self._opening = True
         sent = self.now()
-        lease, metadata = self.config.lease_duration, self.config.metadata
+        lease, metadata = self.config.lease_duration, self.config.session_metadata()
         self.runtime.submit(
             SESSION_LANE,
             lambda: self.backend.open_session(lease, metadata),
@@ -422,6 +422,8 @@ class Engine:
             return
         grant = outcome.value
         if grant is None:
+            for contender in slot.waiting:
+                contender._refused()
             self._watch(slot)
             self._retry_later(slot, self._retry_delay(slot))
             return

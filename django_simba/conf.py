@@ -1,0 +1,241 @@
+"""``settings.SIMBA`` merged over defaults into a typed object, read live.
+
+Parsed on first use and cached until ``setting_changed`` fires for ``SIMBA``
+(so ``override_settings`` works in tests). Problems are collected as
+:class:`SettingProblem` values, which the system checks report with their ids;
+:func:`get_settings` raises on the first one, so a bad value never reaches a
+thread.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.utils.module_loading import import_string
+
+from .backends import BACKEND_ALIASES
+from .spi import ConfigurationError, LeaseBackend, validate_metadata
+
+DEFAULTS: dict[str, Any] = {
+    "BACKEND": "database",
+    "OPTIONS": {},
+    "LEASE_DURATION": 15.0,
+    "RENEW_INTERVAL": 5.0,
+    "DRIFT": 0.01,
+    "PURGE_INTERVAL": 60.0,
+    "TIMEOUT": None,  # None: the renew interval
+    "AUTOSTART": True,
+    "METADATA": None,  # None: "host=... pid=... cmd=..." of the process
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SettingProblem:
+    id: str
+    message: str
+    hint: str
+
+
+@dataclass(frozen=True, slots=True)
+class SimbaSettings:
+    backend: str  # dotted path of the backend class
+    options: Mapping[str, Any] = field(default_factory=dict)
+    lease_duration: float = 15.0
+    renew_interval: float = 5.0
+    drift: float = 0.01
+    purge_interval: float = 60.0
+    timeout: float = 5.0
+    autostart: bool = True
+    metadata: str | None = None
+
+    @property
+    def backend_alias(self) -> str:
+        """The short name of the backend ("database", "redis"...) or its dotted path."""
+        for alias, path in BACKEND_ALIASES.items():
+            if path == self.backend:
+                return alias
+        return self.backend
+
+
+def default_metadata() -> str:
+    """Who this process is, for status tools: host, pid and command."""
+    command = " ".join(os.path.basename(arg) if i == 0 else arg for i, arg in enumerate(sys.argv[:3]))
+    text = f"host={socket.gethostname()} pid={os.getpid()} cmd={command}"
+    return "".join(ch if ch.isprintable() else "?" for ch in text)[:1024]
+
+
+def _raw() -> Any:
+    return getattr(django_settings, "SIMBA", {})
+
+
+def _seconds(raw: Mapping[str, Any], key: str, problem_id: str, problems: list[SettingProblem]) -> float:
+    value = raw.get(key, DEFAULTS[key])
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        problems.append(
+            SettingProblem(
+                problem_id,
+                f"SIMBA['{key}'] must be a positive number of seconds, not {value!r}.",
+                f"Use a number such as {DEFAULTS[key] or DEFAULTS['RENEW_INTERVAL']}.",
+            )
+        )
+        return float(DEFAULTS[key] or DEFAULTS["RENEW_INTERVAL"])
+    return float(value)
+
+
+def parse(raw: Any) -> tuple[SimbaSettings | None, list[SettingProblem]]:
+    """Turn a raw ``SIMBA`` value into settings and the problems found in it."""
+    problems: list[SettingProblem] = []
+    if not isinstance(raw, Mapping):
+        problems.append(
+            SettingProblem(
+                "django_simba.E001",
+                f"SIMBA must be a dict, not {type(raw).__name__}.",
+                "Set SIMBA = {...} in your settings, or remove it to use the defaults.",
+            )
+        )
+        return None, problems
+    unknown = sorted(set(raw) - set(DEFAULTS))
+    if unknown:
+        problems.append(
+            SettingProblem(
+                "django_simba.E002",
+                f"Unknown SIMBA keys: {', '.join(map(str, unknown))}.",
+                f"Valid keys are {', '.join(DEFAULTS)}.",
+            )
+        )
+    backend = _backend_path(raw.get("BACKEND", DEFAULTS["BACKEND"]), problems)
+    options = raw.get("OPTIONS", DEFAULTS["OPTIONS"])
+    if not isinstance(options, Mapping):
+        problems.append(
+            SettingProblem(
+                "django_simba.E010",
+                f"SIMBA['OPTIONS'] must be a dict, not {type(options).__name__}.",
+                "Give backend options as a dict, e.g. {'alias': 'default'}.",
+            )
+        )
+        options = {}
+    lease = _seconds(raw, "LEASE_DURATION", "django_simba.E004", problems)
+    renew = _seconds(raw, "RENEW_INTERVAL", "django_simba.E005", problems)
+    if renew > lease / 2 and not any(p.id in ("django_simba.E004", "django_simba.E005") for p in problems):
+        problems.append(
+            SettingProblem(
+                "django_simba.E005",
+                f"SIMBA['RENEW_INTERVAL'] ({renew}) must be at most half of LEASE_DURATION ({lease}).",
+                "A session must survive one failed keep-alive: renew at most every LEASE_DURATION / 2.",
+            )
+        )
+    drift = raw.get("DRIFT", DEFAULTS["DRIFT"])
+    if isinstance(drift, bool) or not isinstance(drift, int | float) or not 0 <= drift < 0.5:
+        problems.append(
+            SettingProblem(
+                "django_simba.E006",
+                f"SIMBA['DRIFT'] must be a fraction from 0 to 0.5, not {drift!r}.",
+                "The default, 0.01, allows clocks to run 1% apart.",
+            )
+        )
+        drift = DEFAULTS["DRIFT"]
+    purge = _seconds(raw, "PURGE_INTERVAL", "django_simba.E007", problems)
+    timeout = raw.get("TIMEOUT", DEFAULTS["TIMEOUT"])
+    if timeout is None:
+        timeout = renew
+    elif isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        problems.append(
+            SettingProblem(
+                "django_simba.E011",
+                f"SIMBA['TIMEOUT'] must be None or a positive number of seconds, not {timeout!r}.",
+                "Leave it unset: every backend call then times out after RENEW_INTERVAL.",
+            )
+        )
+        timeout = renew
+    autostart = raw.get("AUTOSTART", DEFAULTS["AUTOSTART"])
+    if not isinstance(autostart, bool):
+        problems.append(
+            SettingProblem(
+                "django_simba.E008",
+                f"SIMBA['AUTOSTART'] must be True or False, not {autostart!r}.",
+                "True starts the keep-alive thread when the app is ready; False starts it on first use.",
+            )
+        )
+        autostart = True
+    metadata = raw.get("METADATA", DEFAULTS["METADATA"])
+    if metadata is not None:
+        try:
+            validate_metadata(metadata)
+        except ValueError as error:
+            problems.append(
+                SettingProblem(
+                    "django_simba.E009",
+                    f"SIMBA['METADATA'] is invalid: {error}.",
+                    "Use a short printable string (at most 1024 characters), or None for the default.",
+                )
+            )
+            metadata = None
+    if backend is None:
+        return None, problems
+    return (
+        SimbaSettings(
+            backend=backend,
+            options=dict(options),
+            lease_duration=lease,
+            renew_interval=renew,
+            drift=float(drift),
+            purge_interval=purge,
+            timeout=float(timeout),
+            autostart=autostart,
+            metadata=metadata,
+        ),
+        problems,
+    )
+
+
+def _backend_path(value: Any, problems: list[SettingProblem]) -> str | None:
+    hint = f"Use one of {', '.join(repr(a) for a in BACKEND_ALIASES)}, or the dotted path of a LeaseBackend."
+    if not isinstance(value, str) or not value:
+        problems.append(
+            SettingProblem("django_simba.E003", f"SIMBA['BACKEND'] must be a string, not {value!r}.", hint)
+        )
+        return None
+    path = BACKEND_ALIASES.get(value, value)
+    if "." not in path:
+        problems.append(SettingProblem("django_simba.E003", f"Unknown SIMBA['BACKEND'] {value!r}.", hint))
+        return None
+    return path
+
+
+def load_backend_class(path: str) -> type[LeaseBackend]:
+    """Import the backend class; a clear ConfigurationError when it cannot be used."""
+    try:
+        cls = import_string(path)
+    except ImportError as error:
+        raise ConfigurationError(
+            f"cannot import the Simba backend {path!r}: {error} (is its extra installed?)"
+        ) from error
+    if not (isinstance(cls, type) and issubclass(cls, LeaseBackend)):
+        raise ConfigurationError(f"{path!r} is not a subclass of django_simba.spi.LeaseBackend")
+    return cls
+
+
+_cached: SimbaSettings | None = None
+
+
+def get_settings() -> SimbaSettings:
+    """The current settings; raises ConfigurationError on an invalid ``SIMBA``."""
+    global _cached
+    if _cached is None:
+        parsed, problems = parse(_raw())
+        if problems or parsed is None:
+            first = problems[0]
+            raise ConfigurationError(f"{first.message} {first.hint} ({first.id})")
+        _cached = parsed
+    return _cached
+
+
+def clear_cache() -> None:
+    global _cached
+    _cached = None
