@@ -18,13 +18,15 @@ ROOT_URLCONF = "tests.urls"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _SQLITE_DIR = Path(os.environ.get("SIMBA_SQLITE_DIR") or tempfile.gettempdir())
+# Set once per test run and inherited by child processes, so they open the same SQLite files.
+_RUN_ID = os.environ.setdefault("SIMBA_TEST_RUN_ID", str(os.getpid()))
 
 DATABASE_CHOICES = {
     "sqlite": {
         "ENGINE": "django.db.backends.sqlite3",
-        "NAME": str(_SQLITE_DIR / f"simba-tests-{os.getpid()}.sqlite3"),
+        "NAME": str(_SQLITE_DIR / f"simba-tests-{_RUN_ID}.sqlite3"),
         # a file database shared by several processes in the tests
-        "TEST": {"NAME": str(_SQLITE_DIR / f"simba-tests-{os.getpid()}-test.sqlite3")},
+        "TEST": {"NAME": str(_SQLITE_DIR / f"simba-tests-{_RUN_ID}-test.sqlite3")},
         "OPTIONS": {"timeout": 5},
     },
     "postgresql": {
