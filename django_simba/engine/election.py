@@ -97,6 +97,11 @@ class Election(Contender):
             self.engine.run_callback(lambda: on_elected(term))
         return True
 
+    def _forked(self) -> None:
+        """In a forked child: the parent's term is not ours; contend afresh."""
+        self._term = None
+        self._decided = threading.Event()
+
     def _refused(self) -> None:
         self._decided.set()
 

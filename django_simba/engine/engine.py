@@ -165,11 +165,20 @@ class Engine:
         self._init_state()
         self.runtime.after_fork()
         self.backend.after_fork()
+        candidates = []
         for slot in slots.values():
             if slot.term is not None:
                 slot.term._end(EndReason.FORKED)
-        if was_started:
+            # Elections go on contending in the child; a lock's waiting thread did not survive the fork.
+            for contender in [slot.holder, *slot.waiting]:
+                if isinstance(contender, Election) and not contender.closed:
+                    candidates.append(contender)
+        if was_started or candidates:
             self.start()
+            with self._mutex:
+                for candidate in candidates:
+                    candidate._forked()
+                    self._enqueue(candidate)
 
     # -- session -------------------------------------------------------------------------
 
@@ -391,6 +400,7 @@ class Engine:
             return
         slot.cancel_timer()
         slot.busy = "acquire"
+        slot.poked = False
         session_id, name, sent = session.id, slot.name, self.now()
         self.runtime.submit(
             CONTEND_LANE,
@@ -424,8 +434,10 @@ class Engine:
         if grant is None:
             for contender in slot.waiting:
                 contender._refused()
-            self._watch(slot)
-            self._retry_later(slot, self._retry_delay(slot))
+            if slot.poked:  # released while this attempt was on its way: it may be free now
+                self._kick(slot)
+            elif not self._watch(slot):
+                self._retry_later(slot, self._retry_delay(slot))
             return
         if grant.token <= slot.last_token:
             # The backend still has our previous term (its release failed): free it, then retry.
@@ -463,11 +475,25 @@ class Engine:
         slot.backoff = min(slot.backoff * 2, self.config.renew_interval / 2)
         return delay
 
-    def _watch(self, slot: Slot) -> None:
-        if self.backend.notifies and not slot.watched:
-            slot.watched = True
-            name = slot.name
-            self.runtime.submit(CONTEND_LANE, lambda: self.backend.watch_lease(name), _ignore)
+    def _watch(self, slot: Slot) -> bool:
+        """Start watching the name; True when a new watch was asked for (it retries once set)."""
+        if not self.backend.notifies or slot.watched:
+            return False
+        slot.watched = True
+        name = slot.name
+
+        def watching(outcome: Outcome[None]) -> None:
+            # A release between the refusal and the watch would go unnoticed: look once more.
+            with self._mutex:
+                if outcome.error is not None:
+                    slot.watched = False
+                if slot.holder is None and slot.busy is None:
+                    self._kick(slot)
+                if slot.busy is None:
+                    self._retry_later(slot, self._retry_delay(slot))
+
+        self.runtime.submit(CONTEND_LANE, lambda: self.backend.watch_lease(name), watching)
+        return True
 
     def _unwatch(self, slot: Slot) -> None:
         if slot.watched:
@@ -686,6 +712,8 @@ class Engine:
             for slot in slots:
                 if slot.waiting and slot.holder is None:
                     slot.backoff = FIRST_POLL_DELAY
+                    if slot.busy is not None:
+                        slot.poked = True
                     self._kick(slot)
             listeners = list(self._notification_listeners)
         for listener in listeners:

@@ -32,6 +32,7 @@ class Slot:
     timer: Timer | None = None
     backoff: float = FIRST_POLL_DELAY
     watched: bool = False
+    poked: bool = False  # a release was notified while an attempt was in flight: retry at once
 
     def cancel_timer(self) -> None:
         if self.timer is not None:

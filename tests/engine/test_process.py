@@ -83,3 +83,25 @@ def test_the_session_is_closed_at_interpreter_exit(tmp_path):
         """
     )
     assert out == "None []"
+
+
+def test_elections_contend_again_in_a_forked_child(threaded_engine: Engine):
+    election = threaded_engine.election("forked-leader")
+    assert election.wait_decided(5) and election.is_leader
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the memory backend still has the parent's live session
+        try:
+            from django_simba.testing import wait_until
+
+            wait_until(lambda: election._decided.is_set(), 5)
+            os.write(write, f"{election.is_leader}|{threaded_engine.session_id}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    leader, child_session = os.read(read, 1000).decode().split("|")
+    os.close(read)
+    assert leader == "False"  # refused: the parent's session still leads
+    assert child_session != threaded_engine.session_id
+    assert election.is_leader
