@@ -1,0 +1,11 @@
+"""Redis backend (single node and Redis Cluster): ``BACKEND = "redis"``.
+
+Needs redis-py (and django-redis for ``OPTIONS = {"cache": alias}``):
+``pip install django-simba[redis]``. See :mod:`.backend` for the key layout and what an
+operator must configure.
+"""
+
+from .backend import RedisBackend
+from .guards import EvictionPolicyWarning
+
+__all__ = ["EvictionPolicyWarning", "RedisBackend"]

@@ -1,0 +1,121 @@
+"""The backend's ``OPTIONS``, validated without any I/O.
+
+``{"cache": "<django-redis alias>"}`` (default: ``"default"``) or ``{"url": "redis://..."}``
+(or, on a cluster, ``{"startup_nodes": ["host:port", ...]}``), plus ``cluster``, ``wait_replicas``,
+``check_eviction`` and the connection settings redis-py takes as they are (password,
+TLS). Unknown keys are refused so a typo does not silently change nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...spi import ConfigurationError
+
+#: Passed to redis-py unchanged (credentials, TLS, client name).
+CONNECTION_OPTIONS = frozenset(
+    {
+        "username",
+        "password",
+        "ssl",
+        "ssl_keyfile",
+        "ssl_certfile",
+        "ssl_cert_reqs",
+        "ssl_ca_certs",
+        "ssl_ca_path",
+        "ssl_ca_data",
+        "ssl_check_hostname",
+        "ssl_min_version",
+        "ssl_ciphers",
+        "client_name",
+    }
+)
+BACKEND_OPTIONS = frozenset({"cache", "url", "startup_nodes", "cluster", "wait_replicas", "check_eviction"})
+KNOWN_OPTIONS = CONNECTION_OPTIONS | BACKEND_OPTIONS
+#: Without 'cache', 'url' or 'startup_nodes' the backend borrows the django-redis cache "default".
+DEFAULT_CACHE = "default"
+
+
+@dataclass(frozen=True)
+class RedisOptions:
+    cache: str | None = None
+    url: str | None = None
+    startup_nodes: tuple[tuple[str, int], ...] = ()
+    cluster: bool = False
+    wait_replicas: int = 0
+    check_eviction: bool = True
+    connection: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> RedisOptions:
+        unknown = sorted(set(options) - KNOWN_OPTIONS)
+        if unknown:
+            known = ", ".join(sorted(KNOWN_OPTIONS))
+            raise ConfigurationError(f"unknown Redis backend option(s) {', '.join(unknown)}; known: {known}")
+        cache = _optional_str(options, "cache")
+        url = _optional_str(options, "url")
+        nodes = _startup_nodes(options.get("startup_nodes"))
+        given = [what for what, value in (("cache", cache), ("url", url), ("startup_nodes", nodes)) if value]
+        if len(given) > 1:
+            raise ConfigurationError(
+                "the Redis backend takes one of OPTIONS 'cache' (a django-redis cache alias), "
+                f"'url' (redis://...) or 'startup_nodes' (cluster), not {' and '.join(given)}"
+            )
+        if not given:
+            cache = DEFAULT_CACHE
+        cluster = _flag(options, "cluster", default=bool(nodes))
+        if nodes and not cluster:
+            raise ConfigurationError("'startup_nodes' is for a Redis Cluster: set 'cluster': True")
+        if cluster and cache:
+            raise ConfigurationError(
+                "django-redis has no Redis Cluster client: on a cluster give 'url' or 'startup_nodes'"
+            )
+        wait_replicas = options.get("wait_replicas", 0)
+        if isinstance(wait_replicas, bool) or not isinstance(wait_replicas, int) or wait_replicas < 0:
+            raise ConfigurationError(f"'wait_replicas' must be an int >= 0, not {wait_replicas!r}")
+        if cluster and wait_replicas:
+            raise ConfigurationError(
+                "'wait_replicas' is not available on a Redis Cluster: WAIT cannot cover the several nodes "
+                "one acquire touches; for fencing across failovers use the database or ZooKeeper backend"
+            )
+        return cls(
+            cache=cache,
+            url=url,
+            startup_nodes=nodes,
+            cluster=cluster,
+            wait_replicas=wait_replicas,
+            check_eviction=_flag(options, "check_eviction", default=True),
+            connection={key: options[key] for key in CONNECTION_OPTIONS if key in options},
+        )
+
+
+def _optional_str(options: Mapping[str, Any], key: str) -> str | None:
+    value = options.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(f"'{key}' must be a non-empty string, not {value!r}")
+    return value
+
+
+def _flag(options: Mapping[str, Any], key: str, *, default: bool) -> bool:
+    value = options.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"'{key}' must be True or False, not {value!r}")
+    return value
+
+
+def _startup_nodes(value: object) -> tuple[tuple[str, int], ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+        raise ConfigurationError(f"'startup_nodes' must be a non-empty list of 'host:port', not {value!r}")
+    nodes = []
+    for node in value:
+        host, _, port = str(node).rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigurationError(f"startup node {node!r} is not 'host:port'")
+        nodes.append((host, int(port)))
+    return tuple(nodes)

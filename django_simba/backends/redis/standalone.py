@@ -1,0 +1,100 @@
+"""The single-node store: every operation is one script call, so one round trip.
+
+A keep-alive renews the session and, through its lease index, every lease it holds,
+in one script however many leases there are: on a single node a script may reach the
+lease keys it reads from the index (see ``scripts.py``). Acquire is atomic here, so
+a keep-alive can never run between an acquire's check of the session and its grant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ...spi import Grant, LeaseInfo, Member, Renewal, SessionExpired
+from .guards import require_replicas
+from .keys import group_key, lease_key, session_groups_key, session_key, session_keys, session_leases_key
+from .scripting import StandaloneScripting
+from .scripts import (
+    STANDALONE_ACQUIRE,
+    STANDALONE_CLOSE,
+    STANDALONE_JOIN,
+    STANDALONE_KEEP_ALIVE,
+    STANDALONE_LEASES_READ,
+    STANDALONE_LEAVE,
+    STANDALONE_MEMBERS,
+    STANDALONE_RELEASE,
+)
+from .store import BaseStore, seconds
+
+EXPIRED, REFUSED, HELD, NEW_TERM = -1, 0, 1, 2
+
+
+class StandaloneStore(BaseStore):
+    scripting: StandaloneScripting
+
+    def __init__(self, scripting: StandaloneScripting, *, timeout: float, wait_replicas: int = 0) -> None:
+        super().__init__(scripting, timeout=timeout)
+        self.wait_replicas = wait_replicas
+
+    def keep_alive(self, session_id: str, lease_ms: int) -> Renewal:
+        reply = self.scripting.run(STANDALONE_KEEP_ALIVE, session_keys(session_id), [session_id, lease_ms])
+        if int(reply[0]) == 0:
+            raise SessionExpired(session_id)
+        owned = {name: int(token) for name, token in zip(reply[2::2], reply[3::2])}
+        return Renewal(seconds(reply[1]), owned)
+
+    def close_session(self, session_id: str) -> None:
+        self.scripting.run(STANDALONE_CLOSE, session_keys(session_id), [session_id])
+
+    def acquire(self, session_id: str, name: str) -> Grant | None:
+        keys = [session_key(session_id), session_leases_key(session_id), lease_key(name)]
+        args = [session_id, name]
+        if self.wait_replicas:
+            # WAIT needs the connection that wrote: it goes in the same pipeline, still one round trip
+            wait_ms = max(1, int(self.timeout * 500))
+            reply, acknowledged = self.scripting.run_then_wait(
+                STANDALONE_ACQUIRE, keys, args, self.wait_replicas, wait_ms
+            )
+        else:
+            reply, acknowledged = self.scripting.run(STANDALONE_ACQUIRE, keys, args), 0
+        status = int(reply[0])
+        if status == EXPIRED:
+            raise SessionExpired(session_id)
+        if status == REFUSED:
+            return None
+        token, remaining = int(reply[1]), seconds(reply[2])
+        if status == NEW_TERM and self.wait_replicas and acknowledged < self.wait_replicas:
+            self._release(session_id, name, token)
+            require_replicas(acknowledged, self.wait_replicas, name)
+        return Grant(name, token, remaining)
+
+    def release(self, session_id: str, name: str) -> None:
+        self._release(session_id, name, 0)
+
+    def _release(self, session_id: str, name: str, token: int) -> None:
+        keys = [lease_key(name), session_leases_key(session_id)]
+        self.scripting.run(STANDALONE_RELEASE, keys, [session_id, name, token])
+
+    def owner(self, name: str) -> LeaseInfo | None:
+        rows = self.scripting.run(STANDALONE_LEASES_READ, [lease_key(name)])
+        if not rows:
+            return None
+        _, holder, token, remaining, metadata = rows[0]
+        return LeaseInfo(name, holder, int(token), seconds(remaining), metadata)
+
+    def join(self, session_id: str, group: str) -> None:
+        keys = [session_key(session_id), session_groups_key(session_id), group_key(group)]
+        if int(self.scripting.run(STANDALONE_JOIN, keys, [session_id, group])) == EXPIRED:
+            raise SessionExpired(session_id)
+
+    def leave(self, session_id: str, group: str) -> None:
+        keys = [session_groups_key(session_id), group_key(group)]
+        self.scripting.run(STANDALONE_LEAVE, keys, [session_id, group])
+
+    def members(self, group: str) -> list[Member]:
+        reply = self.scripting.run(STANDALONE_MEMBERS, [group_key(group)])
+        return [Member(sid, metadata) for sid, metadata in zip(reply[0::2], reply[1::2])]
+
+    def _partition(self, names: Iterable[str], key_of: Any) -> list[list[str]]:
+        return [list(names)]  # one keyspace: any keys go together

@@ -1,0 +1,179 @@
+"""Real faults on servers of the tests' own: restart, pause, eviction policy, CONFIG, WAIT, auth, TLS."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+
+from django_simba.backends.redis import EvictionPolicyWarning, RedisBackend
+from django_simba.spi import (
+    BackendTimeout,
+    BackendUnavailable,
+    ConfigurationError,
+    NotificationKind,
+    SessionExpired,
+)
+from django_simba.testing import wait_until
+from tests.servers.redis_cluster import RedisProcess, redis_server
+
+from .test_notifications import Recorder
+
+pytestmark = pytest.mark.redis
+
+T = TypeVar("T")
+
+
+def once_reachable(call: Callable[[], T], timeout: float = 10) -> T:
+    """Run ``call`` until it stops failing with BackendUnavailable (a pooled connection died)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except BackendUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_restart_without_persistence_ends_sessions_and_resets_tokens(own_redis: RedisProcess) -> None:
+    backend = RedisBackend({"url": own_redis.url}, timeout=2)
+    recorder = Recorder()
+    backend.subscribe(recorder)
+    backend.watch_lease("job")
+    wait_until(lambda: backend.notifying, 10, message="pub/sub connection")
+    old = backend.open_session(30, "before").session_id
+    tokens = []
+    for _ in range(3):
+        grant = backend.acquire(old, "job")
+        assert grant is not None
+        tokens.append(grant.token)
+        backend.release(old, "job")
+    assert tokens == [1, 2, 3]
+
+    own_redis.restart()
+
+    def old_session_is_gone() -> None:
+        with pytest.raises(SessionExpired):
+            backend.keep_alive(old, 30)
+
+    once_reachable(old_session_is_gone)
+    new = once_reachable(lambda: backend.open_session(30, "after")).session_id
+    assert new != old
+    regrant = backend.acquire(new, "job")
+    # documented: without persistence a restart loses the tokens, which go back to 1
+    assert regrant is not None and regrant.token == 1 < tokens[-1]
+    wait_until(lambda: recorder.saw(NotificationKind.RESYNC), 10, message="RESYNC after the restart")
+    assert backend.notifying
+    backend.close()
+
+
+def test_paused_server_times_out_then_recovers(own_redis: RedisProcess) -> None:
+    backend = RedisBackend({"url": own_redis.url}, timeout=0.5)
+    backend.subscribe(lambda event: None)
+    sid = backend.open_session(30, "paused").session_id
+    wait_until(lambda: backend.notifying, 10, message="pub/sub connection")
+    own_redis.pause()
+    try:
+        for call in (lambda: backend.acquire(sid, "x"), lambda: backend.keep_alive(sid, 30)):
+            started = time.monotonic()
+            with pytest.raises(BackendTimeout):
+                call()
+            assert time.monotonic() - started < 1.5
+        wait_until(lambda: not backend.notifying, 5, message="pub/sub noticed the pause")
+    finally:
+        own_redis.resume()
+    assert once_reachable(lambda: backend.keep_alive(sid, 30)).remaining == pytest.approx(30, abs=0.1)
+    wait_until(lambda: backend.notifying, 10, message="pub/sub back")
+    backend.close()
+
+
+def test_allkeys_eviction_is_refused_and_volatile_warned(own_redis: RedisProcess) -> None:
+    with own_redis.client() as admin:
+        admin.config_set("maxmemory-policy", "allkeys-lru")
+        backend = RedisBackend({"url": own_redis.url}, timeout=2)
+        with pytest.raises(ConfigurationError, match="allkeys-lru"):
+            backend.open_session(5)
+        unchecked = RedisBackend({"url": own_redis.url, "check_eviction": False}, timeout=2)
+        assert unchecked.open_session(5).remaining == 5
+        unchecked.close()
+
+        admin.config_set("maxmemory-policy", "volatile-ttl")
+        with pytest.warns(EvictionPolicyWarning, match="volatile-ttl"):
+            assert backend.open_session(5).remaining == 5
+        backend.close()
+
+        admin.config_set("maxmemory-policy", "noeviction")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fresh = RedisBackend({"url": own_redis.url}, timeout=2)
+            fresh.open_session(5)
+            fresh.close()
+
+
+def test_disabled_config_needs_the_check_turned_off() -> None:
+    with redis_server("--rename-command", "CONFIG", '""') as server:
+        checked = RedisBackend({"url": server.url}, timeout=2)
+        with pytest.raises(ConfigurationError, match="check_eviction"):
+            checked.open_session(5)
+        unchecked = RedisBackend({"url": server.url, "check_eviction": False}, timeout=2)
+        sid = unchecked.open_session(5).session_id
+        assert unchecked.acquire(sid, "works") is not None
+        unchecked.close()
+
+
+def test_wait_replicas_counts_a_term_only_once_replicated(own_redis: RedisProcess) -> None:
+    with own_redis.client() as admin:
+        admin.config_set("repl-diskless-sync-delay", 0)  # the replica syncs at once
+    with redis_server("--replicaof", "127.0.0.1", str(own_redis.port)) as replica:
+        with replica.client(decode_responses=True) as client:
+            wait_until(
+                lambda: client.info("replication").get("master_link_status") == "up",
+                15,
+                message="replica link",
+            )
+        one = RedisBackend({"url": own_redis.url, "wait_replicas": 1}, timeout=2)
+        sid = one.open_session(30).session_id
+        grant = one.acquire(sid, "replicated")
+        assert grant is not None and grant.token == 1
+        one.release(sid, "replicated")
+
+        two = RedisBackend({"url": own_redis.url, "wait_replicas": 2}, timeout=1)
+        other = two.open_session(30).session_id
+        with pytest.raises(BackendUnavailable, match="only 1 of 2 replicas"):
+            two.acquire(other, "replicated")
+        assert two.owner("replicated") is None  # the unconfirmed term was given back
+        again = one.acquire(sid, "replicated")
+        assert again is not None and again.token == 3
+        one.close()
+        two.close()
+
+
+def test_password_is_passed_through() -> None:
+    with redis_server("--requirepass", "s3cret") as server:
+        anonymous = RedisBackend({"url": server.url, "check_eviction": False}, timeout=2)
+        with pytest.raises(BackendUnavailable):
+            anonymous.open_session(5)
+        backend = RedisBackend({"url": server.url, "password": "s3cret"}, timeout=2)
+        backend.subscribe(lambda event: None)
+        sid = backend.open_session(5).session_id
+        assert backend.acquire(sid, "secret") is not None
+        wait_until(lambda: backend.notifying, 10, message="pub/sub with the password")
+        backend.close()
+
+
+def test_tls_settings_are_passed_through() -> None:
+    with redis_server(tls=True) as server:
+        assert server.tls is not None
+        untrusting = RedisBackend({"url": server.url}, timeout=2)
+        with pytest.raises(BackendUnavailable):
+            untrusting.open_session(5)  # the test CA is not trusted by default
+        backend = RedisBackend({"url": server.url, "ssl_ca_certs": str(server.tls.ca)}, timeout=2)
+        backend.subscribe(lambda event: None)
+        sid = backend.open_session(5).session_id
+        assert backend.acquire(sid, "over-tls") is not None
+        wait_until(lambda: backend.notifying, 10, message="pub/sub over TLS")
+        backend.close()
