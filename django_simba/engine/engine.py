@@ -349,8 +349,7 @@ class Engine:
         self._open()
 
     def _maybe_purge(self) -> None:
-        if not self.backend.needs_purge:
-            return
+        # Every backend decides what purging means (rows of crashed sessions, stale group entries).
         now = self.now()
         if self._last_purge is not None and now - self._last_purge < self.config.purge_interval:
             return
