@@ -35,12 +35,18 @@ _LAZY = {
     "owner": "django_simba.api",
     "leases": "django_simba.api",
     "singleton_task": "django_simba.decorators",
+    "alock": "django_simba.aio",
+    "aelection": "django_simba.aio",
+    "agroup": "django_simba.aio",
+    "aowner": "django_simba.aio",
+    "aleases": "django_simba.aio",
     "get_engine": "django_simba.registry",
     "Term": "django_simba.engine",
     "EndReason": "django_simba.engine",
 }
 
 if TYPE_CHECKING:
+    from .aio import aelection, agroup, aleases, alock, aowner
     from .api import election, group, leases, lock, owner
     from .decorators import singleton_task
     from .engine import EndReason, Term
@@ -69,6 +75,11 @@ __all__ = [
     "SessionExpired",
     "SimbaError",
     "Term",
+    "aelection",
+    "agroup",
+    "aleases",
+    "alock",
+    "aowner",
     "election",
     "get_engine",
     "group",

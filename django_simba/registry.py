@@ -37,6 +37,9 @@ def build_engine(settings: SimbaSettings | None = None) -> Engine:
     from .signals import SignalObserver
 
     engine.observers.append(SignalObserver())
+    from .metrics import install_metrics
+
+    install_metrics(engine)  # no-op without prometheus-client
     return engine
 
 
@@ -62,5 +65,9 @@ def reset() -> None:
     global _engine
     with _lock:
         engine, _engine = _engine, None
-    if engine is not None and engine.started:
+    if engine is None:
+        return
+    if engine.started:
         engine.close()
+    else:
+        engine.backend.close()  # built but never started: it may still hold connections

@@ -73,8 +73,11 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.staticfiles",
     "django_simba",
 ]
+
+STATIC_URL = "/static/"
 
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -1,0 +1,458 @@
+"""Async counterparts of the public API, for async views, consumers and tasks.
+
+::
+
+    from django_simba import alock, aelection, agroup, aowner, aleases
+
+    async with alock("invoices:42", timeout=5) as term:
+        await save(invoice, fence=term.token)
+
+Every call that may touch the backend runs in a worker thread, so the event loop
+never waits on the network. They share the process's one engine and session
+with the sync API: an ``alock`` and a ``lock`` of the same name exclude each other.
+
+Cancellation is safe: a cancelled ``acquire`` never leaves the lock held. The
+worker thread of a blocking acquire waits in slices of :data:`WAIT_SLICE`
+seconds, so a cancelled wait frees its thread within one slice; a term granted
+after the cancellation is released at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from types import EllipsisType, TracebackType
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from .engine import EndReason, Term
+from .engine.lock import LockHeld
+from .spi import LeaseInfo, LeaseNotHeld, LockTimeout, Member, validate_name
+
+if TYPE_CHECKING:
+    from .engine import Election, Group, Lock
+
+logger = logging.getLogger("django_simba.aio")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: Longest a worker thread blocks in one attempt of a waiting acquire.
+WAIT_SLICE = 1.0
+
+#: A callback may be a plain function (run on the engine's callback thread) or a coroutine function
+#: (run on the event loop that created the election or group).
+TermCallback = Callable[[Term], Any]
+
+
+async def _in_thread(fn: Callable[..., R], *args: Any) -> R:
+    """Run a blocking call in a worker thread and wait for it, even when cancelled meanwhile.
+
+    A call that has started cannot be stopped; shielding it means it is never
+    silently abandoned half-way (releases and closes always finish).
+    """
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    future = loop.run_in_executor(None, functools.partial(context.run, fn, *args))
+    return await asyncio.shield(future)
+
+
+def _get_engine() -> Any:
+    from .registry import get_engine
+
+    return get_engine()
+
+
+class AsyncLock:
+    """An exclusive lock on ``name`` for coroutines; see :func:`alock`.
+
+    Not re-entrant: a task that acquires a lock it already holds gets
+    :class:`~django_simba.engine.LockHeld`. Tasks may share one ``AsyncLock``
+    (the others wait); every acquisition gets a term with a new token.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        timeout: float | None = None,
+        *,
+        max_hold: float | None = None,
+        on_lost: Callable[[Term, EndReason], Any] | None = None,
+    ) -> None:
+        self.name = validate_name(name)
+        _check_timeout(timeout)
+        self.timeout = timeout
+        self.max_hold = max_hold
+        self.on_lost = on_lost
+        self._held: Lock | None = None
+        self._holder_task: asyncio.Task[Any] | None = None
+
+    @property
+    def term(self) -> Term | None:
+        """The held term, or ``None``."""
+        held = self._held
+        return held.term if held is not None else None
+
+    def locked(self) -> bool:
+        """True while this object holds a valid term (checked in memory)."""
+        term = self.term
+        return term is not None and term.is_valid()
+
+    async def acquire(self, timeout: float | EllipsisType | None = ...) -> Term:
+        """Wait up to ``timeout`` seconds (``None``: forever; 0: one try); else :class:`LockTimeout`."""
+        if isinstance(timeout, EllipsisType):
+            timeout = self.timeout
+        _check_timeout(timeout)
+        task = asyncio.current_task()
+        if task is not None and self._held is not None and self._holder_task is task:
+            raise LockHeld(f"lock {self.name!r} is already held by this task (locks are not re-entrant)")
+        loop = asyncio.get_running_loop()
+        # One engine Lock per acquisition: engine locks spot re-entry by thread, and workers are shared.
+        lock: Lock = await _in_thread(
+            lambda: _get_engine().lock(self.name, max_hold=self.max_hold, on_lost=self.on_lost)
+        )
+        deadline = None if timeout is None else loop.time() + timeout
+        last_error: LockTimeout | None = None
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            attempt = WAIT_SLICE if remaining is None else min(WAIT_SLICE, remaining)
+            try:
+                term = await _acquire_cancellable(lock, attempt)
+            except LockTimeout as error:
+                last_error = error
+                if remaining is not None and remaining <= attempt:
+                    raise LockTimeout(f"lock {self.name!r} not acquired within {timeout} s") from last_error
+                continue
+            self._held, self._holder_task = lock, task
+            return term
+
+    async def try_acquire(self) -> Term | None:
+        """One attempt: the term, or ``None`` when another holder has it."""
+        try:
+            return await self.acquire(0)
+        except LockTimeout:
+            return None
+
+    async def release(self) -> None:
+        """Release the held term (the backend call finishes even if this task is cancelled)."""
+        held = self._held
+        if held is None:
+            raise LeaseNotHeld(f"lock {self.name!r} is not held")
+        # Cleared first: a task sharing this object may be granted the name as soon as it is freed.
+        self._held = self._holder_task = None
+        await _in_thread(held.release)
+
+    async def __aenter__(self) -> Term:
+        return await self.acquire()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.release()
+
+    def __call__(self, fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+        """Use as a decorator on a coroutine function: every call runs while holding the lock."""
+
+        @functools.wraps(fn)
+        async def locked(*args: P.args, **kwargs: P.kwargs) -> R:
+            async with self:
+                return await fn(*args, **kwargs)
+
+        return locked
+
+    def __repr__(self) -> str:
+        return f"<AsyncLock {self.name!r} term={self.term!r}>"
+
+
+async def _acquire_cancellable(lock: Lock, seconds: float) -> Term:
+    """One blocking attempt in a worker thread; if the waiting task is cancelled, give back a late grant."""
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    future = loop.run_in_executor(None, functools.partial(context.run, lock.acquire, seconds))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        future.add_done_callback(functools.partial(_release_late_grant, lock))
+        raise
+
+
+def _release_late_grant(lock: Lock, future: asyncio.Future[Term]) -> None:
+    if future.cancelled() or future.exception() is not None:
+        return
+    logger.debug("django-simba: releasing %r, granted after its waiter was cancelled", lock.name)
+    try:
+        asyncio.get_running_loop().run_in_executor(None, lock.release)
+    except RuntimeError:  # the loop is closing: release right here
+        lock.release()
+
+
+def alock(
+    name: str,
+    timeout: float | None = None,
+    *,
+    max_hold: float | None = None,
+    on_lost: Callable[[Term, EndReason], Any] | None = None,
+) -> AsyncLock:
+    """A lock on ``name`` for coroutines: ``async with alock("invoices:42", timeout=5) as term: ...``.
+
+    Same arguments as :func:`django_simba.lock`; ``on_lost`` runs on the engine's callback thread.
+    """
+    return AsyncLock(name, timeout, max_hold=max_hold, on_lost=on_lost)
+
+
+class _LoopNotifier:
+    """Runs user callbacks that may be coroutine functions, and wakes waiters on the creating loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.changed = asyncio.Event()
+
+    def wake(self) -> None:
+        self._call_soon(self.changed.set)
+
+    def run(self, callback: Callable[..., Any] | None, *args: Any) -> None:
+        """Called on the engine's callback thread."""
+        if callback is None:
+            return
+        if not inspect.iscoroutinefunction(callback):
+            callback(*args)
+            return
+        coroutine = callback(*args)
+        try:
+            future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        except RuntimeError:
+            coroutine.close()
+            logger.warning("django-simba: the event loop is closed; callback %r not run", callback)
+            return
+        future.add_done_callback(_log_callback_error)
+
+    def _call_soon(self, fn: Callable[[], Any]) -> None:
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+            self.loop.call_soon_threadsafe(fn)
+
+
+def _log_callback_error(future: Any) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("django-simba: async callback failed", exc_info=future.exception())
+
+
+class AsyncElection:
+    """A candidacy for ``name``, for coroutines; see :func:`aelection`.
+
+    ``is_leader`` and ``term`` are checked in memory (no I/O), like the sync API.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        on_elected: TermCallback | None = None,
+        on_revoked: TermCallback | None = None,
+    ) -> None:
+        self.name = validate_name(name)
+        self.on_elected = on_elected
+        self.on_revoked = on_revoked
+        self._election: Election | None = None
+        self._notifier: _LoopNotifier | None = None
+        self._starting = asyncio.Lock()
+
+    async def start(self) -> AsyncElection:
+        """Begin contending (idempotent)."""
+        async with self._starting:
+            if self._election is not None:
+                return self
+            notifier = self._notifier = _LoopNotifier()
+
+            def elected(term: Term) -> None:
+                notifier.wake()
+                notifier.run(self.on_elected, term)
+
+            def revoked(term: Term) -> None:
+                notifier.wake()
+                notifier.run(self.on_revoked, term)
+
+            self._election = await _in_thread(
+                lambda: _get_engine().election(self.name, on_elected=elected, on_revoked=revoked)
+            )
+            return self
+
+    def __await__(self) -> Any:
+        return self.start().__await__()
+
+    @property
+    def election(self) -> Election:
+        if self._election is None:
+            raise RuntimeError("the election is not started: await it first")
+        return self._election
+
+    @property
+    def term(self) -> Term | None:
+        return self._election.term if self._election is not None else None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.term is not None
+
+    async def wait_elected(self, timeout: float | None = None) -> Term:
+        """Wait until this candidate leads; :class:`TimeoutError` after ``timeout`` seconds."""
+        await self.start()
+        notifier = self._notifier
+        assert notifier is not None
+        async with asyncio.timeout(timeout):
+            while True:
+                notifier.changed.clear()
+                term = self.term
+                if term is not None:
+                    return term
+                await notifier.changed.wait()
+
+    async def wait_decided(self, timeout: float | None = None) -> bool:
+        """Wait for the first answer (won, or led elsewhere); False on timeout."""
+        await self.start()
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:  # in slices, so a cancelled wait frees its worker thread soon
+            remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            attempt = WAIT_SLICE if remaining is None else min(WAIT_SLICE, remaining)
+            if await _in_thread(self.election.wait_decided, attempt):
+                return True
+            if remaining is not None and remaining <= attempt:
+                return False
+
+    async def leader(self) -> LeaseInfo | None:
+        """Who leads now, as the backend sees it."""
+        return await aowner(self.name)
+
+    async def close(self) -> None:
+        """Stop contending; a leader releases at once (``on_revoked`` runs)."""
+        if self._election is not None:
+            await _in_thread(self._election.close)
+
+    async def __aenter__(self) -> AsyncElection:
+        return await self.start()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<AsyncElection {self.name!r} leader={self.is_leader}>"
+
+
+def aelection(
+    name: str,
+    on_elected: TermCallback | None = None,
+    on_revoked: TermCallback | None = None,
+) -> AsyncElection:
+    """A candidacy for ``name``: ``e = await aelection("scheduler")`` or ``async with aelection(...) as e``.
+
+    Callbacks may be coroutine functions; they then run on the current event loop.
+    """
+    return AsyncElection(name, on_elected, on_revoked)
+
+
+class AsyncGroup:
+    """A handle on group ``name`` for coroutines; see :func:`agroup`."""
+
+    def __init__(self, name: str, on_change: Callable[[list[Member]], Any] | None = None) -> None:
+        self.name = validate_name(name)
+        self.on_change = on_change
+        self._group: Group | None = None
+        self._creating = asyncio.Lock()
+
+    async def _handle(self) -> Group:
+        async with self._creating:
+            if self._group is not None:
+                return self._group
+            on_change = self.on_change
+            callback: Callable[[list[Member]], Any] | None = None
+            if on_change is not None:
+                notifier = _LoopNotifier()
+                callback = functools.partial(notifier.run, on_change)
+            group: Group = await _in_thread(lambda: _get_engine().group(self.name, on_change=callback))
+            self._group = group
+            return group
+
+    @property
+    def joined(self) -> bool:
+        return self._group is not None and self._group.joined
+
+    async def join(self, timeout: float | None = None) -> None:
+        """Become a member for as long as this process's sessions live (until :meth:`leave`)."""
+        group = await self._handle()
+        await _in_thread(group.join, timeout)
+
+    async def leave(self) -> None:
+        group = await self._handle()
+        await _in_thread(group.leave)
+
+    async def members(self) -> list[Member]:
+        """Live members, sorted by session id."""
+        group = await self._handle()
+        return await _in_thread(group.members)
+
+    async def is_member(self) -> bool:
+        group = await self._handle()
+        return await _in_thread(group.is_member)
+
+    async def close(self) -> None:
+        """Leave (if joined) and stop watching."""
+        if self._group is not None:
+            await _in_thread(self._group.close)
+
+    async def __aenter__(self) -> AsyncGroup:
+        await self.join()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<AsyncGroup {self.name!r} joined={self.joined}>"
+
+
+def agroup(name: str, on_change: Callable[[list[Member]], Any] | None = None) -> AsyncGroup:
+    """A handle on group ``name``; ``async with agroup("workers") as g`` joins and leaves.
+
+    ``on_change(members)`` may be a coroutine function; it then runs on the current event loop.
+    """
+    return AsyncGroup(name, on_change)
+
+
+async def aowner(name: str) -> LeaseInfo | None:
+    """Who holds ``name`` now, or ``None`` (see :func:`django_simba.owner`)."""
+    validate_name(name)
+    return await _in_thread(lambda: _get_engine().owner(name))
+
+
+async def aleases(prefix: str = "") -> list[LeaseInfo]:
+    """Every live lease whose name starts with ``prefix`` (see :func:`django_simba.leases`)."""
+    return await _in_thread(lambda: _get_engine().leases(prefix))
+
+
+def _check_timeout(timeout: object) -> None:
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be None or a number of seconds, not {timeout!r}")
+    if timeout < 0:
+        raise ValueError(f"timeout must be >= 0 seconds, not {timeout!r}")
+
+
+__all__ = [
+    "WAIT_SLICE",
+    "AsyncElection",
+    "AsyncGroup",
+    "AsyncLock",
+    "aelection",
+    "agroup",
+    "aleases",
+    "alock",
+    "aowner",
+]

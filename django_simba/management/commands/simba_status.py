@@ -1,0 +1,87 @@
+"""``manage.py simba_status``: sessions, leases and groups of the configured backend.
+
+Exit codes: 0 shown; 1 invalid settings or arguments; 2 the backend cannot be
+reached (the reason is printed). With ``--watch``, the exit code is that of
+the last refresh.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...status import Snapshot, as_json, collect, render_table, tool_backend
+from ..errors import UNREACHABLE, command_errors
+
+CLEAR_SCREEN = "\x1b[H\x1b[2J"
+
+
+class Command(BaseCommand):
+    help = "Show sessions, leases (holder, token, remaining time) and groups of the Simba backend."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="Print JSON (one document per refresh).")
+        parser.add_argument(
+            "--prefix", default="", help="Only leases and groups whose name starts with this."
+        )
+        parser.add_argument("--watch", action="store_true", help="Refresh until interrupted (Ctrl-C).")
+        parser.add_argument(
+            "--interval", type=float, default=2.0, help="Seconds between refreshes with --watch (default 2)."
+        )
+        parser.add_argument(
+            "--count", type=int, default=0, help="With --watch, stop after this many refreshes (0: never)."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["interval"] <= 0 or options["count"] < 0:
+            raise CommandError("--interval must be > 0 and --count >= 0")
+        if not options["watch"]:
+            self.stdout.write(self.render(self.snapshot(options["prefix"]), options["json"]), ending="")
+            return
+        self.watch(options)
+
+    def snapshot(self, prefix: str) -> Snapshot:
+        with command_errors(), tool_backend() as backend:
+            return collect(backend, prefix)
+
+    def render(self, snapshot: Snapshot, as_machine: bool) -> str:
+        if as_machine:
+            return json.dumps(as_json(snapshot)) + "\n"
+        return render_table(
+            snapshot,
+            heading=self.style.MIGRATE_HEADING,
+            warning=self.style.WARNING,
+            success=self.style.SUCCESS,
+        )
+
+    def watch(self, options: dict[str, Any]) -> None:
+        """Refresh in place on a terminal; elsewhere, one report after the other."""
+        in_place = not options["json"] and self.stdout.isatty()
+        stop = threading.Event()
+        failure: CommandError | None = None
+        refreshes = 0
+        try:
+            while True:
+                try:
+                    text = self.render(self.snapshot(options["prefix"]), options["json"])
+                    failure = None
+                except CommandError as error:
+                    if error.returncode != UNREACHABLE:
+                        raise
+                    failure = error
+                    text = self.style.ERROR(str(error)) + "\n"
+                    if options["json"]:
+                        text = json.dumps({"error": str(error)}) + "\n"
+                self.stdout.write((CLEAR_SCREEN if in_place else "") + text, ending="")
+                self.stdout.flush()
+                refreshes += 1
+                if options["count"] and refreshes >= options["count"]:
+                    break
+                stop.wait(options["interval"])
+        except KeyboardInterrupt:
+            pass
+        if failure is not None:
+            raise failure

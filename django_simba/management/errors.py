@@ -1,0 +1,26 @@
+"""How the commands turn library errors into exit codes (documented in docs/commands.rst)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.core.management.base import CommandError
+
+from ..spi import BackendUnavailable, ConfigurationError, InvalidName
+
+#: The backend could not be reached (or did not answer in time).
+UNREACHABLE = 2
+
+
+@contextmanager
+def command_errors() -> Iterator[None]:
+    """Exit 1 for bad names and settings, 2 when the backend cannot be reached; always with the reason."""
+    try:
+        yield
+    except InvalidName as error:
+        raise CommandError(str(error)) from error
+    except ConfigurationError as error:
+        raise CommandError(f"invalid Simba configuration: {error}") from error
+    except BackendUnavailable as error:
+        raise CommandError(f"the Simba backend cannot be reached: {error}", returncode=UNREACHABLE) from error

@@ -1,0 +1,36 @@
+"""``manage.py demo_worker --run RUN``: call the demo job at every period until SIGTERM.
+
+Every worker fires the job on the same schedule (like cron on every host);
+``@singleton_task`` lets it run on the elected leader only.
+"""
+
+import signal
+import threading
+import time
+
+from django.core.management.base import BaseCommand
+
+from ...jobs import tick
+
+
+class Command(BaseCommand):
+    help = "A worker of the simba_demo: fires the ticker job every period until SIGTERM."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--run", required=True)
+        parser.add_argument("--name", required=True)
+        parser.add_argument("--interval", type=float, default=0.25)
+
+    def handle(self, *args, run, name, interval, **options):
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+        while True:
+            # The schedule: period boundaries on this host's clock, as cron would fire them.
+            now = time.time()
+            period = int(now // interval) + 1
+            if stop.wait(period * interval - now):
+                break
+            result = tick(run, period, name)
+            self.stdout.write(f"period {period}: {'ran' if result is True else result}")
+            self.stdout.flush()
+        # Exiting closes the session (at interpreter exit): another worker takes over at once.

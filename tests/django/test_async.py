@@ -1,0 +1,272 @@
+"""The async API: locks, elections and groups for coroutines, without blocking the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from django.test import override_settings
+
+import django_simba
+from django_simba import LockTimeout, aelection, agroup, aleases, alock, aowner, lock
+from django_simba.aio import AsyncLock
+from django_simba.engine import LockHeld
+from tests.django.engines import reset_engine
+
+SIMBA = {"BACKEND": "memory", "LEASE_DURATION": 3, "RENEW_INTERVAL": 1, "METADATA": "async-tests"}
+
+
+@pytest.fixture(autouse=True)
+def fresh_engine():
+    with override_settings(SIMBA=SIMBA):
+        yield
+    reset_engine()
+
+
+def run(coroutine):
+    return asyncio.run(asyncio.wait_for(coroutine, 20))
+
+
+class Heartbeat:
+    """Counts event-loop turns: if a call blocked the loop, the count stalls meanwhile."""
+
+    def __init__(self) -> None:
+        self.beats = 0
+        self.longest_gap = 0.0
+
+    async def run(self) -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.005)
+            now = time.monotonic()
+            self.longest_gap = max(self.longest_gap, now - last)
+            last = now
+            self.beats += 1
+
+
+def hold_in_thread(name: str):
+    """Hold ``name`` with the sync API in another thread until the returned event is set."""
+    acquired, release = threading.Event(), threading.Event()
+    tokens = []
+
+    def holder():
+        with lock(name, timeout=5) as term:
+            tokens.append(term.token)
+            acquired.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert acquired.wait(5)
+    return release, thread, tokens
+
+
+def test_public_names_are_exported_lazily():
+    assert django_simba.alock is alock
+    assert {"alock", "aelection", "agroup", "aowner", "aleases"} <= set(django_simba.__all__)
+
+
+def test_async_with_holds_the_lock_and_releases_it():
+    async def main():
+        async with alock("invoices:42", timeout=5) as term:
+            info = await aowner("invoices:42")
+            assert info.token == term.token > 0 and info.metadata == "async-tests"
+            assert [i.name for i in await aleases("invoices:")] == ["invoices:42"]
+        return await aowner("invoices:42")
+
+    assert run(main()) is None
+
+
+def test_waiting_acquire_does_not_block_the_event_loop():
+    release, thread, tokens = hold_in_thread("report")
+
+    async def main():
+        heartbeat = Heartbeat()
+        beating = asyncio.create_task(heartbeat.run())
+        waiter = asyncio.create_task(alock("report").acquire(timeout=10))
+        await asyncio.sleep(0.5)  # let the waiter wait while the loop keeps beating
+        assert not waiter.done()
+        beats_while_waiting = heartbeat.beats
+        release.set()
+        term = await waiter
+        beating.cancel()
+        return term, beats_while_waiting, heartbeat.longest_gap
+
+    term, beats, longest_gap = run(main())
+    thread.join(5)
+    assert term.token > tokens[0]
+    assert beats >= 20, f"the event loop turned only {beats} times in 0.5 s"
+    assert longest_gap < 0.25, f"the event loop stalled for {longest_gap:.3f} s"
+
+
+def test_timeout_raises_lock_timeout_in_time():
+    release, thread, _ = hold_in_thread("busy")
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(LockTimeout):
+            await alock("busy").acquire(timeout=1.3)
+        waited = loop.time() - started
+        assert await alock("busy").try_acquire() is None
+        return waited
+
+    try:
+        waited = run(main())
+    finally:
+        release.set()
+        thread.join(5)
+    assert 1.3 <= waited < 3
+
+
+def test_cancelled_waiter_gives_back_a_grant_that_arrives_late():
+    release, thread, tokens = hold_in_thread("cancel-me")
+
+    async def main():
+        waiter = asyncio.create_task(alock("cancel-me").acquire(timeout=10))
+        await asyncio.sleep(0.2)  # its worker thread now waits for the name
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        # Freed within the worker's wait slice: the worker is granted a term nobody awaits any more.
+        release.set()
+        await asyncio.to_thread(thread.join, 5)
+        async with alock("cancel-me", timeout=2) as term:
+            return term.token
+
+    token = run(main())
+    # Token 1: the holder; 2: granted to the cancelled waiter and given back (else we would wait
+    # in vain for 2 s); 3: ours.
+    assert token == tokens[0] + 2
+
+
+def test_lock_is_not_reentrant_within_a_task():
+    async def main():
+        shared = alock("once")
+        async with shared:
+            with pytest.raises(LockHeld):
+                await shared.acquire(timeout=0)
+            assert shared.locked()
+        assert not shared.locked()
+
+    run(main())
+
+
+def test_tasks_sharing_one_lock_take_turns_with_new_tokens():
+    async def main():
+        shared = alock("turns")
+        inside = 0
+        overlaps = 0
+        tokens = []
+
+        async def worker():
+            nonlocal inside, overlaps
+            async with shared as term:
+                inside += 1
+                overlaps += inside > 1
+                tokens.append(term.token)
+                await asyncio.sleep(0.02)
+                inside -= 1
+
+        await asyncio.gather(*(worker() for _ in range(4)))
+        return overlaps, tokens
+
+    overlaps, tokens = run(main())
+    assert overlaps == 0
+    assert tokens == sorted(tokens) and len(set(tokens)) == 4
+
+
+def test_decorator_runs_the_coroutine_under_the_lock():
+    @AsyncLock("decorated", timeout=5)
+    async def job(x):
+        info = await aowner("decorated")
+        return x, info is not None
+
+    assert run(job(3)) == (3, True)
+
+
+def test_election_with_coroutine_callbacks_runs_them_on_the_loop():
+    events = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+
+        async def on_elected(term):
+            events.append(("elected", term.token, asyncio.get_running_loop() is loop))
+
+        def on_revoked(term):
+            events.append(("revoked", term.token, threading.current_thread() is not threading.main_thread()))
+
+        async with aelection("scheduler", on_elected=on_elected, on_revoked=on_revoked) as election:
+            term = await election.wait_elected(5)
+            assert election.is_leader and await election.wait_decided(1)
+            assert (await election.leader()).token == term.token
+        deadline = loop.time() + 5
+        while len(events) < 2:
+            assert loop.time() < deadline, f"callbacks: {events}"
+            await asyncio.sleep(0.01)
+        return term.token
+
+    token = run(main())
+    assert events == [("elected", token, True), ("revoked", token, True)]
+
+
+def test_second_candidate_waits_then_takes_over():
+    async def main():
+        first = await aelection("jobs")
+        await first.wait_elected(5)
+        second = await aelection("jobs")
+        assert not second.is_leader
+        with pytest.raises(TimeoutError):
+            await second.wait_elected(0.2)
+        await first.close()
+        term = await second.wait_elected(5)
+        await second.close()
+        return term.token
+
+    assert run(main()) == 2
+
+
+def test_group_join_members_and_change_callback():
+    changes = []
+
+    async def main():
+        async def on_change(members):
+            changes.append(len(members))
+
+        watcher = agroup("workers", on_change=on_change)
+        async with agroup("workers") as member:
+            assert member.joined and await member.is_member()
+            assert len(await member.members()) == 1
+            await watcher.members()  # starts watching
+            deadline = asyncio.get_running_loop().time() + 5
+            while 1 not in changes:
+                assert asyncio.get_running_loop().time() < deadline, f"changes: {changes}"
+                await asyncio.sleep(0.01)
+        assert await watcher.members() == []
+        await watcher.close()
+
+    run(main())
+    assert 1 in changes
+
+
+@pytest.mark.django_db(transaction=True)
+def test_database_backend_calls_leave_the_event_loop_thread():
+    """Django refuses database I/O on a thread running an event loop; the async API never does it there."""
+    with override_settings(SIMBA={**SIMBA, "BACKEND": "database"}):
+        reset_engine()
+
+        async def main():
+            async with alock("db:async", timeout=5) as term:
+                info = await aowner("db:async")
+                members = agroup("db-workers")
+                await members.join()
+                listed = await members.members()
+                await members.close()
+                return term.token, info.token, len(listed)
+
+        token, owner_token, members = run(main())
+        reset_engine()
+    assert token == owner_token > 0 and members == 1

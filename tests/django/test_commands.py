@@ -1,0 +1,244 @@
+"""simba_status, simba_purge and simba_run against the database backend on the test database.
+
+The in-process tests use the test database through Django's connections; the
+child-process tests (exit codes, signals) open the same database file or server.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test import override_settings
+
+from django_simba import registry
+from django_simba.testing import wait_until
+from tests.django.engines import reset_engine
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SIMBA = {"BACKEND": "database", "LEASE_DURATION": 3, "RENEW_INTERVAL": 1, "METADATA": "commands-tests"}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def database_backend():
+    with override_settings(SIMBA=SIMBA):
+        yield
+        reset_engine()
+
+
+@pytest.fixture
+def backend():
+    """The engine's backend: the commands read through it, and the tests set the scene with it."""
+    return registry.get_engine().backend
+
+
+def run_command(*args: str) -> str:
+    out = io.StringIO()
+    call_command(*args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def expired_session(backend, metadata: str) -> str:
+    """A session that nobody keeps alive, already past its lease."""
+    session_id = backend.open_session(0.05, metadata).session_id
+    wait_until(
+        lambda: any(s.session_id == session_id and s.remaining <= 0 for s in backend.sessions()),
+        5,
+        message="the session expired",
+    )
+    return session_id
+
+
+def child(*args: str, simba: dict | None = None, env: dict | None = None, **popen) -> subprocess.Popen:
+    """``python -m django ARGS`` on the test database, with ``simba`` as its SIMBA setting."""
+    environ = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.django.process_settings",
+        "PYTHONPATH": str(ROOT),
+        "SIMBA_CHILD_DB_NAME": connection.settings_dict["NAME"],
+        "SIMBA_CHILD_SIMBA": json.dumps(simba or SIMBA),
+        **(env or {}),
+    }
+    environ.pop("PYTEST_CURRENT_TEST", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "django", *args],
+        env=environ,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
+
+
+# -- simba_status ---------------------------------------------------------------------------
+
+
+def test_status_table_shows_sessions_leases_and_groups(backend):
+    engine = registry.get_engine()
+    with engine.lock("invoices:42", timeout=5) as term:
+        group = engine.group("workers")
+        group.join()
+        crashed = expired_session(backend, "host=gone pid=1")
+        text = run_command("simba_status")
+        group.leave()
+    lines = text.splitlines()
+    assert lines[0].startswith("Simba status: database (") and "backend" in lines[0]
+    lease_line = next(line for line in lines if line.strip().startswith("invoices:42"))
+    assert str(term.token) in lease_line.split() and engine.session_id in lease_line
+    assert "commands-tests" in lease_line
+    crashed_line = next(line for line in lines if crashed in line)
+    assert "expired" in crashed_line and "host=gone pid=1" in crashed_line
+    own_line = next(line for line in lines if line.strip().startswith(engine.session_id))
+    assert " s " in own_line and "workers" in own_line
+    assert any(line.strip().startswith("workers") and engine.session_id in line for line in lines)
+
+
+def test_status_json_and_prefix(backend):
+    engine = registry.get_engine()
+    with engine.lock("invoices:1", timeout=5), engine.lock("reports:daily", timeout=5) as term:
+        data = json.loads(run_command("simba_status", "--json", "--prefix", "reports:"))
+    assert [lease["name"] for lease in data["leases"]] == ["reports:daily"]
+    lease = data["leases"][0]
+    assert lease["token"] == term.token and lease["session_id"] == engine.session_id
+    assert 0 < lease["remaining"] <= 3
+    session = next(s for s in data["sessions"] if s["session_id"] == engine.session_id)
+    assert session["expired"] is False and session["leases"] == ["reports:daily"]
+    assert data["backend"].startswith("database")
+
+
+def test_status_watch_refreshes(backend):
+    text = run_command("simba_status", "--watch", "--count", "3", "--interval", "0.05", "--json")
+    reports = [json.loads(line) for line in text.splitlines()]
+    assert len(reports) == 3 and all("sessions" in r for r in reports)
+
+
+def test_status_rejects_an_invalid_prefix():
+    with pytest.raises(CommandError, match="invalid name") as caught:
+        run_command("simba_status", "--prefix", "bad name")
+    assert caught.value.returncode == 1
+
+
+def test_status_exits_2_with_the_reason_when_the_backend_is_unreachable():
+    process = child(
+        "simba_status",
+        simba={"BACKEND": "database", "OPTIONS": {"alias": "postgresql"}, "TIMEOUT": 2},
+        env={"SIMBA_PG_PORT": "1"},  # nothing listens there
+    )
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 2, (out, err)
+    assert "cannot be reached" in err and "postgresql" in err
+
+
+# -- simba_purge ----------------------------------------------------------------------------
+
+
+def test_purge_removes_expired_sessions_only(backend):
+    live = backend.open_session(30, "live").session_id
+    crashed = [expired_session(backend, f"crashed {i}") for i in range(3)]
+    assert "Purged 2 expired sessions." in run_command("simba_purge", "--limit", "2", "--once")
+    assert "Purged 1 expired session." in run_command("simba_purge")
+    remaining = {s.session_id for s in backend.sessions()}
+    assert live in remaining and not remaining & set(crashed)
+    backend.close_session(live)
+
+
+# -- simba_run --------------------------------------------------------------------------------
+
+
+def test_run_passes_the_exit_code_and_the_token(tmp_path, backend):
+    token_file = tmp_path / "token"
+    with pytest.raises(CommandError) as caught:
+        run_command(
+            "simba_run", "--lock", "cron:job", "--shell", "--", f"echo $SIMBA_TOKEN > {token_file}; exit 7"
+        )
+    assert caught.value.returncode == 7
+    token = int(token_file.read_text())
+    assert token > 0
+    assert backend.owner("cron:job") is None  # released at exit
+    run_command("simba_run", "--lock", "cron:job", "--", "true")
+    assert backend.leases("cron:")[:1] == []
+
+
+def test_run_skips_while_another_instance_holds_the_lock(tmp_path, backend):
+    other = backend.open_session(30, "host=other pid=2").session_id
+    backend.acquire(other, "cron:busy")
+    marker = tmp_path / "ran"
+    out = run_command("simba_run", "--lock", "cron:busy", "--", "touch", str(marker))
+    assert "skipped" in out and "host=other pid=2" in out
+    with pytest.raises(CommandError) as caught:
+        run_command("simba_run", "--lock", "cron:busy", "--skip-code", "5", "--", "touch", str(marker))
+    assert caught.value.returncode == 5
+    assert not marker.exists()
+    backend.close_session(other)
+
+
+def test_run_as_leader(tmp_path, backend):
+    marker = tmp_path / "token"
+    run_command("simba_run", "--leader", "cron:leader", "--shell", "--", f"echo $SIMBA_LEASE > {marker}")
+    assert marker.read_text().strip() == "cron:leader"
+    assert backend.owner("cron:leader") is None
+
+
+def test_run_stops_the_command_when_the_lock_is_lost(tmp_path, backend):
+    started = tmp_path / "started"
+    script = f"touch {started}; while :; do sleep 0.05; done"
+    results = []
+
+    def force_release_once_running():
+        wait_until(started.exists, 10, message="the command started")
+        assert backend.force_release("cron:lost")
+
+    import threading
+
+    releaser = threading.Thread(target=lambda: results.append(force_release_once_running()))
+    releaser.start()
+    with pytest.raises(CommandError) as caught:
+        run_command("simba_run", "--lock", "cron:lost", "--kill-after", "2", "--shell", "--", script)
+    releaser.join(10)
+    assert caught.value.returncode == 3
+    assert "ended (lost)" in str(caught.value)
+
+
+def test_run_reports_a_missing_command():
+    with pytest.raises(CommandError) as caught:
+        run_command("simba_run", "--lock", "cron:x", "--", "/nonexistent/command")
+    assert caught.value.returncode == 127
+
+
+def test_run_forwards_sigterm_and_releases_at_once(tmp_path, backend):
+    ready, got = tmp_path / "ready", tmp_path / "got-term"
+    script = f"trap 'touch {got}; exit 42' TERM; touch {ready}; while :; do sleep 0.05; done"
+    # A long lease: the lock can only be free right after the exit if simba_run released it.
+    simba = {**SIMBA, "LEASE_DURATION": 30, "RENEW_INTERVAL": 5}
+    process = child("simba_run", "--lock", "cron:term", "--shell", "--", script, simba=simba)
+    try:
+        wait_until(ready.exists, 20, message="the command started")
+        holder = backend.owner("cron:term")
+        assert holder is not None and holder.remaining > 20
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=20)
+    finally:
+        process.kill()
+    assert got.exists(), (out, err)
+    assert process.returncode == 42, (out, err)
+    assert backend.owner("cron:term") is None
+
+
+def test_run_a_management_command_of_the_project(tmp_path, backend):
+    # ``python -m django shell -c ...``: this process was not started through a manage.py.
+    marker = tmp_path / "lease"
+    code = f"import os, pathlib; pathlib.Path({str(marker)!r}).write_text(os.environ['SIMBA_LEASE'])"
+    run_command("simba_run", "--lock", "cron:shell", "--manage", "--", "shell", "-c", code)
+    assert marker.read_text() == "cron:shell"
+    assert backend.owner("cron:shell") is None

@@ -1,0 +1,68 @@
+"""The django-health-check plugin, through the health check view and on its own."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from django.test import override_settings
+from django.urls import path
+
+from django_simba import registry
+from django_simba.testing import wait_until
+from tests.django.engines import reset_engine
+
+views = pytest.importorskip("health_check.views")
+exceptions = pytest.importorskip("health_check.exceptions")
+SimbaSession = pytest.importorskip("django_simba.health").SimbaSession
+ServiceUnavailable, ServiceWarning = exceptions.ServiceUnavailable, exceptions.ServiceWarning
+HealthCheckView = views.HealthCheckView
+
+SIMBA = {"BACKEND": "memory", "LEASE_DURATION": 2, "RENEW_INTERVAL": 0.5, "AUTOSTART": False}
+
+urlpatterns = [
+    path("health/", HealthCheckView.as_view(checks=["django_simba.health.SimbaSession"])),
+    path(
+        "health-no-start/",
+        HealthCheckView.as_view(checks=[("django_simba.health.SimbaSession", {"start": False})]),
+    ),
+]
+
+
+@pytest.fixture(autouse=True)
+def memory_backend():
+    with override_settings(SIMBA=SIMBA, ROOT_URLCONF=__name__):
+        yield
+        reset_engine()
+
+
+def result(check: SimbaSession):
+    return asyncio.run(check.get_result()).error
+
+
+def test_reports_a_live_session_through_the_view(client):
+    response = client.get("/health/", {"format": "json"})
+    assert response.status_code == 200, response.content
+    assert list(json.loads(response.content).values()) == ["OK"]
+    assert registry.get_engine().session_id is not None
+
+
+def test_unavailable_when_the_engine_is_not_started_and_may_not_be(client):
+    response = client.get("/health-no-start/", {"format": "json"})
+    assert response.status_code == 500
+    assert "not started" in next(iter(json.loads(response.content).values()))
+
+
+def test_warns_when_keep_alives_are_late_then_fails_past_the_deadline():
+    engine = registry.get_engine().start()
+    engine.wait_for_session(5)
+    assert result(SimbaSession()) is None
+    # The keep-alive thread stalls (a paused process, a hogged interpreter): trust runs down.
+    engine.runtime.stop(5)
+    warning = wait_until(lambda: result(SimbaSession(wait=0)), 5, message="a warning")
+    assert isinstance(warning, ServiceWarning) and "keep-alives are late" in warning.message
+    failure = wait_until(
+        lambda: isinstance(error := result(SimbaSession(wait=0)), ServiceUnavailable) and error, 5
+    )
+    assert "passed its deadline" in failure.message

@@ -1,0 +1,83 @@
+"""Prometheus metrics fed by the engine's observer hooks, on a registry of the test's own."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from django_simba import registry
+from django_simba.metrics import PrometheusObserver, install_metrics, metrics_for
+from django_simba.testing import wait_until
+from tests.django.engines import reset_engine
+
+prometheus_client = pytest.importorskip("prometheus_client")
+
+SIMBA = {"BACKEND": "memory", "LEASE_DURATION": 2, "RENEW_INTERVAL": 0.5, "METADATA": "metrics-tests"}
+
+
+@pytest.fixture
+def engine():
+    with override_settings(SIMBA=SIMBA):
+        engine = registry.get_engine()
+        yield engine
+        reset_engine()
+
+
+@pytest.fixture
+def prom(engine):
+    """The engine's metrics, on a fresh registry; ``value(name, **labels)`` reads one sample."""
+    collector = prometheus_client.CollectorRegistry()
+    # the registry installed metrics on the default collector; measure on our own instead
+    engine.observers[:] = [o for o in engine.observers if not isinstance(o, PrometheusObserver)]
+    assert install_metrics(engine, collector)
+    assert install_metrics(engine, collector)  # idempotent
+    assert sum(isinstance(o, PrometheusObserver) for o in engine.observers) == 1
+
+    def value(name: str, **labels: str) -> float:
+        return collector.get_sample_value(name, {"backend": "memory", **labels}) or 0.0
+
+    return value
+
+
+def test_sessions_and_keep_alives(engine, prom):
+    engine.start()
+    wait_until(lambda: prom("simba_session_live") == 1, 5, message="session metric")
+    assert prom("simba_sessions_opened_total") == 1
+    wait_until(lambda: prom("simba_keepalive_seconds_count") >= 2, 5, message="two keep-alives")
+    assert prom("simba_keepalive_seconds_bucket", le="+Inf") == prom("simba_keepalive_seconds_count")
+    assert 0 <= prom("simba_keepalive_seconds_sum") < 1
+    assert prom("simba_keepalive_failures_total") == 0
+
+
+def test_terms_won_held_and_lost(engine, prom):
+    with engine.lock("jobs:a", timeout=5):
+        wait_until(lambda: prom("simba_terms_held", kind="lock") == 1, 5, message="held")
+    wait_until(lambda: prom("simba_terms_held", kind="lock") == 0, 5, message="released")
+    assert prom("simba_terms_won_total", kind="lock") == 1
+    assert prom("simba_terms_lost_total", kind="lock", reason="released") == 0
+
+    election = engine.election("scheduler")
+    wait_until(lambda: election.is_leader, 5, message="elected")
+    engine.backend.force_release("scheduler")  # an operator takes it away: lost at the next keep-alive
+    wait_until(lambda: prom("simba_terms_lost_total", kind="election", reason="lost") == 1, 5, message="lost")
+    wait_until(lambda: prom("simba_terms_won_total", kind="election") == 2, 5, message="re-elected")
+    election.close()
+
+
+def test_a_lost_session_counts_a_failed_keep_alive(engine, prom):
+    with engine.lock("jobs:b", timeout=5):
+        first = engine.session_id
+        engine.backend.lose_sessions()  # the backend forgets every session (a restart without data)
+        wait_until(
+            lambda: prom("simba_sessions_lost_total", reason="session expired") == 1, 5, message="lost"
+        )
+    assert prom("simba_keepalive_failures_total") >= 1
+    assert prom("simba_terms_lost_total", kind="lock", reason="session expired") == 1
+    wait_until(lambda: prom("simba_sessions_opened_total") == 2 and prom("simba_session_live") == 1, 5)
+    assert engine.session_id != first
+
+
+def test_metric_families_are_registered_once_per_registry():
+    collector = prometheus_client.CollectorRegistry()
+    assert metrics_for(collector) is metrics_for(collector)
+    assert metrics_for(collector) is not metrics_for(prometheus_client.CollectorRegistry())
