@@ -371,6 +371,8 @@ class Engine:
         slot = self._slot(contender.name)
         if contender not in slot.waiting:
             slot.waiting.append(contender)
+        if slot.holder is not None:
+            contender._refused()  # held here by another contender: decided without asking the backend
         if delay is None:
             self._kick(slot)
         elif slot.timer is None and slot.busy is None:
