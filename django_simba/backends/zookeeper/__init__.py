@@ -1,0 +1,68 @@
+"""ZooKeeper backend (kazoo): ``SIMBA = {"BACKEND": "zookeeper", "OPTIONS": {...}}``.
+
+Options (all optional)::
+
+    {
+        "hosts": "zk1:2181,zk2:2181,zk3:2181",   # default "127.0.0.1:2181"; a chroot suffix is allowed
+        "root": "/simba",                        # where every node of the backend lives
+        "connection_timeout": 5.0,               # bounds connecting a session (default: the call timeout)
+        "auth": [("digest", "simba:secret")],    # credentials every client adds
+        "acl": "auto",                           # "open" | "creator" | "auto" | callable(path) | dotted path
+        "tls": {"ca": ..., "certfile": ..., "keyfile": ...},   # kazoo SSL settings for every client
+        "sasl": {"mechanism": "DIGEST-MD5", "username": ..., "password": ...},  # needs pure-sasl
+    }
+
+Nodes: ``{root}/leases/{name}`` is ephemeral and holds the holder's session id; the fencing token
+is its czxid. ``{root}/groups/{group}`` is a container node holding one ephemeral node per member
+(``{root}/groups/{group}/{session}``); ``{root}/sessions/{session}`` is an ephemeral node with
+the session's metadata, written again at every keep-alive.
+
+How it works:
+
+* A Simba session is one ZooKeeper session on a kazoo client of its own, never reconnected to
+  another ZooKeeper session; the session id is the ZooKeeper session id as 16 hex digits. Once
+  kazoo reports the session lost it stays expired, and the engine opens a new one.
+* The token is the czxid of the lease node: zxids are global to the ensemble, so tokens strictly
+  increase across terms of a name (they are not consecutive) and never reset.
+* Release deletes the node; candidates watching it take over at once. Group changes are watched
+  too, including the creation of a group that did not exist yet. ``members`` syncs the group
+  node first, so a join that returned is always listed.
+* The session requests a timeout of the lease duration; the server clamps it to
+  [minSessionTimeout, maxSessionTimeout] (by default 2 and 20 ticks). Every remaining time is
+  min(lease, negotiated timeout). kazoo's pings keep a ZooKeeper session alive on their own, so a
+  local watchdog closes a session no keep-alive renewed within its lease: heartbeats alone never
+  keep a lease. A process that stops altogether (crash, SIGKILL, SIGSTOP) is replaced after the
+  negotiated timeout, counted by the servers.
+* A keep-alive is one round trip whatever the number of leases: a write of the session node
+  and, pipelined behind it, ZooKeeper's ``getEphemerals`` of the leases directory, which lists
+  exactly the lease nodes this session owns. A create whose reply was lost (connection loss,
+  timeout) may have been applied: such a lease appears in that list, is checked (owner and
+  czxid) and reported by the next keep-alive, and the engine releases it. Releases of one
+  session run one at a time.
+* While the client is disconnected, keep-alive and acquire fail, so the engine's local deadline
+  runs out; when ZooKeeper reports the session expired, the session is expired.
+
+Durability: every write commits through a quorum, so a leader change keeps every token. Tokens
+can only go back if the ensemble's data is lost or restored from an older snapshot. Session
+timeouts are measured with the servers' elapsed time, so a wall-clock step on an ensemble host
+does not shorten them. Remaining times shown for *other* sessions (``owner``, ``leases``,
+``sessions``) use the server wall clock stamped on session nodes; they are for display only.
+
+Operators must configure: ``maxSessionTimeout`` at least the lease duration (otherwise sessions
+get the maximum, and remaining times shrink to it); ZooKeeper 3.6 or newer (``getEphemerals``;
+container nodes need 3.5.1). Empty group containers are removed by the server every
+``znode.container.checkIntervalMs`` (one minute by default).
+
+Security: **by default the nodes are open** (``OPEN_ACL_UNSAFE``): any client of the ensemble can
+delete or pre-create lease nodes and forge group members. On a shared ensemble set credentials
+(``auth``): the default ACL mode ``"auto"`` then makes every node the backend creates
+creator-only (``CREATOR_ALL_ACL``), parents included. Nodes that already exist keep their ACL,
+and the ACL of ``{root}/leases`` and ``{root}/groups/{group}`` decides who may create and delete
+leases and members: let the backend create them with its identity, or set their ACL yourself.
+``tls`` and ``sasl`` configure every client the backend opens. Requires kazoo (``pip install
+django-simba[zookeeper]``).
+"""
+
+from .backend import ZookeeperBackend
+
+__all__ = ["ZookeeperBackend"]

@@ -1,0 +1,88 @@
+"""Where the backend keeps things under its root, and what the nodes hold.
+
+=====================================  ==========================  ==================================
+path                                   kind                        data
+=====================================  ==========================  ==================================
+``{root}/leases/{name}``               ephemeral                   the holder's session id; token = czxid
+``{root}/groups/{group}``              container                   (none); the server deletes it once empty
+``{root}/groups/{group}/{session}``    ephemeral                   the member's metadata
+``{root}/sessions/{session}``          ephemeral                   metadata, lease and timeout (JSON);
+                                                                   its mtime is the last keep-alive
+``{root}/clock``                       persistent                  (none); written to read the server clock
+=====================================  ==========================  ==================================
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: str
+
+    @property
+    def leases(self) -> str:
+        return f"{self.root}/leases"
+
+    @property
+    def groups(self) -> str:
+        return f"{self.root}/groups"
+
+    @property
+    def sessions(self) -> str:
+        return f"{self.root}/sessions"
+
+    @property
+    def clock(self) -> str:
+        return f"{self.root}/clock"
+
+    def lease(self, name: str) -> str:
+        return f"{self.leases}/{name}"
+
+    def group(self, group: str) -> str:
+        return f"{self.groups}/{group}"
+
+    def member(self, group: str, session_id: str) -> str:
+        return f"{self.groups}/{group}/{session_id}"
+
+    def session(self, session_id: str) -> str:
+        return f"{self.sessions}/{session_id}"
+
+    def persistent_nodes(self) -> list[str]:
+        """Every persistent node the backend needs, parents first."""
+        parts = self.root.strip("/").split("/")
+        ancestors = ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+        return [*ancestors, self.leases, self.groups, self.sessions, self.clock]
+
+
+def format_session_id(zk_session_id: int) -> str:
+    """ZooKeeper's 64-bit session id as 16 hex digits (kazoo reads it signed)."""
+    return f"{zk_session_id & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """What a session node holds; ``term`` is min(lease, negotiated session timeout) in seconds."""
+
+    metadata: str
+    lease: float
+    timeout: float
+
+    @property
+    def term(self) -> float:
+        return min(self.lease, self.timeout)
+
+    def encode(self) -> bytes:
+        record = {"metadata": self.metadata, "lease": self.lease, "timeout": self.timeout}
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> SessionRecord:
+        """Tolerates a node written by something else: its term is then 0 (shown as overdue)."""
+        try:
+            record = json.loads(data or b"")
+            return cls(str(record["metadata"]), float(record["lease"]), float(record["timeout"]))
+        except (ValueError, KeyError, TypeError):
+            return cls((data or b"").decode(errors="replace"), 0.0, 0.0)

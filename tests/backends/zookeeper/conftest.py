@@ -1,0 +1,67 @@
+"""ZooKeeper servers for the whole test run (standalone and a 3-node ensemble), and backends on them.
+
+The servers start once per run, on free loopback ports with a 100 ms tick, and are stopped by
+PID at the end. Without ZooKeeper the tests are skipped locally and fail under
+``SIMBA_REQUIRE_SERVERS=1``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from django_simba.backends.zookeeper import ZookeeperBackend
+from tests.conftest import server_missing
+from tests.servers.zookeeper import (
+    ZookeeperEnsemble,
+    ZookeeperNode,
+    ensure_installed,
+    zookeeper_ensemble,
+    zookeeper_standalone,
+)
+
+BACKEND_PATH = "django_simba.backends.zookeeper.ZookeeperBackend"
+BackendFactory = Callable[..., ZookeeperBackend]
+
+
+@contextlib.contextmanager
+def _started(start: Callable[[], contextlib.AbstractContextManager[Any]], what: str) -> Iterator[Any]:
+    reason = ensure_installed()
+    if reason:
+        server_missing(reason)
+    with contextlib.ExitStack() as stack:
+        try:
+            server = stack.enter_context(start())
+        except RuntimeError as error:
+            server_missing(f"{what} ({error})")
+        yield server
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[ZookeeperNode]:
+    with _started(zookeeper_standalone, "a standalone ZooKeeper") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def zookeeper_cluster() -> Iterator[ZookeeperEnsemble]:
+    with _started(zookeeper_ensemble, "a 3-node ZooKeeper ensemble") as ensemble:
+        yield ensemble
+
+
+@pytest.fixture
+def make_backend() -> Iterator[BackendFactory]:
+    """Build backends (``make_backend(hosts, timeout=..., **options)``), all closed after the test."""
+    built: list[ZookeeperBackend] = []
+
+    def make(hosts: str, *, timeout: float = 5.0, **options: Any) -> ZookeeperBackend:
+        backend = ZookeeperBackend({"hosts": hosts, **options}, timeout=timeout)
+        built.append(backend)
+        return backend
+
+    yield make
+    for backend in built:
+        backend.close()

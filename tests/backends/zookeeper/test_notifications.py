@@ -1,0 +1,136 @@
+"""Watches: a release is seen at once, groups are watched (even before they exist), members sync."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+import uuid
+
+import pytest
+
+from django_simba.backends.zookeeper import ZookeeperBackend
+from django_simba.spi import Notification, NotificationKind
+from django_simba.testing import wait_until
+from tests.servers.zookeeper import ZookeeperEnsemble, ZookeeperNode
+
+from .conftest import BackendFactory
+
+pytestmark = pytest.mark.zookeeper
+
+
+class Recorder:
+    """A listener that stamps every notification with the monotonic time it arrived."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, NotificationKind, str]] = []
+        self.arrived = threading.Condition()
+
+    def __call__(self, event: Notification) -> None:
+        with self.arrived:
+            self.events.append((time.monotonic(), event.kind, event.name))
+            self.arrived.notify_all()
+
+    def first(self, kind: NotificationKind, name: str, after: float, timeout: float = 5.0) -> float:
+        def found() -> float | None:
+            return next((t for t, k, n in self.events if k is kind and n == name and t >= after), None)
+
+        with self.arrived:
+            if not self.arrived.wait_for(lambda: found() is not None, timeout):
+                raise AssertionError(f"no {kind.value} of {name!r} within {timeout} s")
+            stamp = found()
+            assert stamp is not None
+            return stamp
+
+
+@pytest.fixture(params=["standalone", "ensemble"])
+def hosts(request: pytest.FixtureRequest) -> str:
+    if request.param == "standalone":
+        server: ZookeeperNode = request.getfixturevalue("zookeeper_server")
+        return server.hosts
+    ensemble: ZookeeperEnsemble = request.getfixturevalue("zookeeper_cluster")
+    return ensemble.hosts
+
+
+def _watcher(backend: ZookeeperBackend) -> Recorder:
+    recorder = Recorder()
+    backend.subscribe(recorder)
+    wait_until(lambda: backend.notifying, 10, message="notifications live")
+    return recorder
+
+
+def test_release_is_taken_over_within_100_ms(hosts: str, make_backend: BackendFactory) -> None:
+    holder_side, candidate_side = make_backend(hosts), make_backend(hosts)  # two processes' backends
+    recorder = _watcher(candidate_side)
+    holder = holder_side.open_session(10.0, "holder").session_id
+    candidate = candidate_side.open_session(10.0, "candidate").session_id
+    seen, taken = [], []
+    for _ in range(5):
+        name = f"watch.{uuid.uuid4().hex[:12]}"
+        assert holder_side.acquire(holder, name) is not None
+        candidate_side.watch_lease(name)
+        assert candidate_side.acquire(candidate, name) is None
+        released_at = time.monotonic()
+        holder_side.release(holder, name)
+        noticed_at = recorder.first(NotificationKind.RELEASED, name, after=released_at)
+        grant = candidate_side.acquire(candidate, name)
+        assert grant is not None
+        seen.append(noticed_at - released_at)
+        taken.append(time.monotonic() - released_at)
+        candidate_side.unwatch_lease(name)
+    print(f"\nrelease -> RELEASED {_ms(seen)}; release -> acquired {_ms(taken)}")
+    # typically a few ms; the median keeps one scheduling hiccup of a loaded machine from deciding
+    assert statistics.median(seen) < 0.1 and statistics.median(taken) < 0.1, (seen, taken)
+    assert max(taken) < 0.5, taken
+
+
+def _ms(durations: list[float]) -> str:
+    return f"median {statistics.median(durations) * 1000:.1f} ms, max {max(durations) * 1000:.1f} ms"
+
+
+def test_watching_a_free_name_announces_it_at_once(hosts: str, make_backend: BackendFactory) -> None:
+    backend = make_backend(hosts)
+    recorder = _watcher(backend)
+    name = f"free.{uuid.uuid4().hex[:12]}"
+    started = time.monotonic()
+    backend.watch_lease(name)  # a release between a refused acquire and the watch is never missed
+    recorder.first(NotificationKind.RELEASED, name, after=started)
+
+
+def test_group_changes_are_watched_before_the_group_exists(hosts: str, make_backend: BackendFactory) -> None:
+    observer_side, member_side = make_backend(hosts), make_backend(hosts)
+    recorder = _watcher(observer_side)
+    group = f"group.{uuid.uuid4().hex[:12]}"
+    observer_side.watch_group(group)
+    assert observer_side.members(group) == []
+    sid = member_side.open_session(10.0, "member").session_id
+    joined_at = time.monotonic()
+    member_side.join(sid, group)
+    recorder.first(NotificationKind.GROUP_CHANGED, group, after=joined_at)
+    assert [m.session_id for m in observer_side.members(group)] == [sid]
+    other = member_side.open_session(10.0, "other").session_id
+    second_at = time.monotonic()
+    member_side.join(other, group)
+    recorder.first(NotificationKind.GROUP_CHANGED, group, after=second_at)
+    left_at = time.monotonic()
+    member_side.close_session(sid)  # its membership ends with the session
+    recorder.first(NotificationKind.GROUP_CHANGED, group, after=left_at)
+    assert [m.session_id for m in observer_side.members(group)] == [other]
+
+
+def test_members_lists_a_join_that_returned_through_another_server(
+    zookeeper_cluster: ZookeeperEnsemble, make_backend: BackendFactory
+) -> None:
+    first, second = zookeeper_cluster.nodes[0], zookeeper_cluster.nodes[1]
+    joining, observing = make_backend(first.hosts), make_backend(second.hosts)
+    sid = joining.open_session(10.0, "joiner").session_id
+    for _ in range(20):
+        group = f"sync.{uuid.uuid4().hex[:12]}"
+        joining.join(sid, group)
+        seen = [m.session_id for m in observing.members(group)]
+        # on a failure, say which server lagged and whether it caught up since
+        assert seen == [sid], (
+            seen,
+            [node.mode() for node in zookeeper_cluster.nodes],
+            observing.members(group),
+        )

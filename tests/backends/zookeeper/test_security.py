@@ -1,0 +1,153 @@
+"""Digest credentials, ACLs and TLS against real servers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, make_acl, make_digest_acl
+
+from django_simba.spi import BackendTimeout, BackendUnavailable
+from tests.conftest import server_missing
+from tests.servers.zookeeper import HOST, ZookeeperNode, ensure_installed, zookeeper_tls
+
+from .conftest import BackendFactory
+
+pytestmark = pytest.mark.zookeeper
+
+DIGEST = [("digest", "simba:secret")]
+
+
+def everyone_reads(path: str) -> Sequence[ACL]:
+    """An ACL provider: the backend's user may do anything, everyone else may only read."""
+    return [make_digest_acl("simba", "secret", all=True), make_acl("world", "anyone", read=True)]
+
+
+@pytest.fixture
+def root() -> str:
+    return f"/simba-secure-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def name() -> str:
+    return f"acl.{uuid.uuid4().hex[:12]}"
+
+
+def _raw(hosts: str, auth: list[tuple[str, str]] | None = None) -> KazooClient:
+    client = KazooClient(hosts=hosts, auth_data=auth)
+    client.start(10)
+    return client
+
+
+def test_client_without_the_credentials_cannot_delete_a_lease_node(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory, root: str, name: str
+) -> None:
+    hosts = zookeeper_server.hosts
+    secured = make_backend(hosts, root=root, auth=DIGEST)  # acl "auto": creator-only with credentials
+    sid = secured.open_session(10.0, "secured").session_id
+    grant = secured.acquire(sid, name)
+    assert grant is not None
+    path = f"{root}/leases/{name}"
+    for auth in (None, [("digest", "intruder:guess")]):
+        intruder = _raw(hosts, auth)
+        try:
+            with pytest.raises(NoAuthError):
+                intruder.delete(path)
+            with pytest.raises(NoAuthError):
+                intruder.create(f"{root}/leases/{name}.forged", b"", ephemeral=True)
+        finally:
+            intruder.stop()
+            intruder.close()
+    anonymous = make_backend(hosts, root=root)
+    with pytest.raises(BackendUnavailable, match="NoAuth"):
+        anonymous.force_release(name)
+    info = secured.owner(name)
+    assert info is not None and info.session_id == sid and info.token == grant.token
+    owner_client = _raw(hosts, DIGEST)
+    try:
+        acl, _ = owner_client.get_acls(path)
+        assert [(entry.id.scheme, entry.id.id.split(":")[0]) for entry in acl] == [("digest", "simba")]
+        parent_acl, _ = owner_client.get_acls(f"{root}/leases")  # the parent decides who may delete
+        assert [entry.id.scheme for entry in parent_acl] == ["digest"]
+    finally:
+        owner_client.stop()
+        owner_client.close()
+    operator = make_backend(hosts, root=root, auth=DIGEST)  # same credentials: may force-release
+    assert operator.force_release(name) is True
+    assert secured.keep_alive(sid, 10.0).owned == {}
+
+
+def test_nodes_are_open_without_credentials(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory, root: str, name: str
+) -> None:
+    backend = make_backend(zookeeper_server.hosts, root=root)
+    sid = backend.open_session(10.0, "open").session_id
+    assert backend.acquire(sid, name) is not None
+    anyone = _raw(zookeeper_server.hosts)
+    try:
+        acl, _ = anyone.get_acls(f"{root}/leases/{name}")
+        assert acl == OPEN_ACL_UNSAFE
+        anyone.delete(f"{root}/leases/{name}")  # the documented hazard of the default
+    finally:
+        anyone.stop()
+        anyone.close()
+    assert backend.keep_alive(sid, 10.0).owned == {}
+
+
+def test_acl_provider_by_dotted_path(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory, root: str, name: str
+) -> None:
+    backend = make_backend(zookeeper_server.hosts, root=root, auth=DIGEST, acl=f"{__name__}.everyone_reads")
+    sid = backend.open_session(10.0, "readable").session_id
+    grant = backend.acquire(sid, name)
+    assert grant is not None
+    reader = make_backend(zookeeper_server.hosts, root=root)  # no credentials: may observe only
+    info = reader.owner(name)
+    assert info is not None and info.session_id == sid and info.metadata == "readable"
+    with pytest.raises(BackendUnavailable, match="NoAuth"):
+        reader.force_release(name)
+    with pytest.raises(BackendUnavailable, match="NoAuth"):
+        reader.open_session(10.0, "cannot create under the root")
+
+
+@pytest.fixture(scope="module")
+def tls_server() -> Iterator[tuple[ZookeeperNode, int, dict[str, str]]]:
+    reason = ensure_installed()
+    if reason:
+        server_missing(reason)
+    try:
+        with zookeeper_tls() as started:
+            yield started
+    except RuntimeError as error:
+        server_missing(f"a TLS ZooKeeper ({error})")
+
+
+def test_every_client_speaks_tls(
+    tls_server: tuple[ZookeeperNode, int, dict[str, str]], make_backend: BackendFactory, name: str
+) -> None:
+    _, port, files = tls_server
+    tls = {"ca": files["ca"], "certfile": files["client"], "keyfile": files["client_key"]}
+    backend = make_backend(f"{HOST}:{port}", tls=tls)
+    sid = backend.open_session(10.0, "over tls").session_id  # a session client
+    grant = backend.acquire(sid, name)
+    assert grant is not None
+    backend.join(sid, name)
+    info = backend.owner(name)  # the shared client
+    assert info is not None and info.token == grant.token
+    assert [m.session_id for m in backend.members(name)] == [sid]
+    assert backend.keep_alive(sid, 10.0).owned == {name: grant.token}
+    backend.close_session(sid)
+    assert backend.owner(name) is None
+
+
+def test_tls_port_refuses_clients_without_a_certificate(
+    tls_server: tuple[ZookeeperNode, int, dict[str, str]], make_backend: BackendFactory
+) -> None:
+    _, port, files = tls_server
+    for options in ({"tls": {"ca": files["ca"]}}, {}):
+        backend = make_backend(f"{HOST}:{port}", timeout=1.0, **options)
+        with pytest.raises((BackendTimeout, BackendUnavailable)):
+            backend.open_session(10.0, "refused")

@@ -1,0 +1,44 @@
+"""The TCK against a standalone ZooKeeper and against a 3-node ensemble."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from django_simba.backends.zookeeper import ZookeeperBackend
+from django_simba.testing import BackendTCK
+from tests.servers.zookeeper import ZookeeperEnsemble, ZookeeperNode
+
+from .conftest import BACKEND_PATH
+
+pytestmark = pytest.mark.zookeeper
+
+
+class TestZookeeperStandalone(BackendTCK):
+    lease_duration = 1.0
+
+    @pytest.fixture
+    def backend(self, zookeeper_server: ZookeeperNode) -> Iterator[ZookeeperBackend]:
+        backend = ZookeeperBackend({"hosts": zookeeper_server.hosts}, timeout=5)
+        yield backend
+        backend.close()
+
+    @pytest.fixture
+    def backend_spec(self, zookeeper_server: ZookeeperNode) -> tuple[str, dict[str, Any]]:
+        return BACKEND_PATH, {"options": {"hosts": zookeeper_server.hosts}, "timeout": 5}
+
+
+class TestZookeeperEnsemble(BackendTCK):
+    lease_duration = 1.0
+
+    @pytest.fixture
+    def backend(self, zookeeper_cluster: ZookeeperEnsemble) -> Iterator[ZookeeperBackend]:
+        backend = ZookeeperBackend({"hosts": zookeeper_cluster.hosts}, timeout=5)
+        yield backend
+        backend.close()
+
+    @pytest.fixture
+    def backend_spec(self, zookeeper_cluster: ZookeeperEnsemble) -> tuple[str, dict[str, Any]]:
+        return BACKEND_PATH, {"options": {"hosts": zookeeper_cluster.hosts}, "timeout": 5}
