@@ -1,0 +1,448 @@
+"""The database backend: sessions, leases and groups in three tables, through Django's databases.
+
+``DatabaseBackend({"alias": "default"}, timeout=5)`` builds the backend of the
+alias's vendor (PostgreSQL, MySQL/MariaDB or SQLite). It opens connections of
+its own from the alias's settings, in autocommit, so nothing it writes belongs
+to a caller's transaction. Every decision about time is made in SQL, on the
+database's clock; the application host's clock is never read.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DEFAULT_DB_ALIAS
+from django.db import Error as DjangoDatabaseError
+from django.db.utils import load_backend
+
+from ...spi import (
+    DEFAULT_TIMEOUT,
+    BackendTimeout,
+    BackendUnavailable,
+    ConfigurationError,
+    Grant,
+    LeaseBackend,
+    LeaseInfo,
+    Member,
+    Notification,
+    NotificationKind,
+    NotificationListener,
+    OpenedSession,
+    Renewal,
+    SessionExpired,
+    SessionInfo,
+    SimbaError,
+)
+from .dialects import Dialect, dialect_for
+from .dialects.base import Executor, Traffic
+from .pool import Link, LinkPool
+from .watchdog import Alarm, Watchdog
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+OPTIONS = frozenset({"alias", "max_idle_connections"})
+DEFAULT_MAX_IDLE = 4
+
+# Ids this backend hands out are 32 hex digits; anything else cannot name one of its sessions.
+_SESSION_ID = re.compile(r"[0-9A-Za-z]{1,32}\Z")
+
+
+def _milliseconds(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
+
+
+def _vendor(alias: str) -> str:
+    from django.db import connections
+
+    if alias not in connections.settings:
+        raise ConfigurationError(f"the database backend's alias {alias!r} is not in settings.DATABASES")
+    backend = load_backend(connections.settings[alias]["ENGINE"])
+    return str(backend.DatabaseWrapper.vendor)
+
+
+class DatabaseBackend(LeaseBackend):
+    """Leases over a Django database alias; instances are of the alias's vendor subclass.
+
+    Options: ``alias`` (default ``"default"``), ``max_idle_connections`` (default 4).
+    """
+
+    needs_purge = True
+    vendor: ClassVar[str] = "database"
+
+    def __new__(cls, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> Any:
+        if cls is DatabaseBackend:
+            alias = _alias(options)
+            vendor = _vendor(alias)
+            for subclass in (PostgresqlBackend, MysqlBackend, SqliteBackend):
+                if subclass.vendor == vendor:
+                    cls = subclass
+                    break
+            else:
+                dialect_for(vendor)  # raises ConfigurationError naming the vendor
+        return super().__new__(cls)
+
+    def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
+        super().__init__(options, timeout=timeout)
+        unknown = set(self.options) - OPTIONS
+        if unknown:
+            raise ConfigurationError(
+                f"unknown database backend options {sorted(unknown)}; use {sorted(OPTIONS)}"
+            )
+        self.alias = _alias(self.options)
+        max_idle = self.options.get("max_idle_connections", DEFAULT_MAX_IDLE)
+        if isinstance(max_idle, bool) or not isinstance(max_idle, int) or max_idle < 0:
+            raise ConfigurationError(f"max_idle_connections must be an int >= 0, not {max_idle!r}")
+        vendor = _vendor(self.alias)
+        if type(self).vendor not in ("database", vendor):
+            raise ConfigurationError(f"{type(self).__name__} cannot serve alias {self.alias!r} ({vendor})")
+        self.dialect: Dialect = dialect_for(vendor)
+        #: Round trips and statements sent, for tests and benchmarks.
+        self.traffic = Traffic()
+        self._settings = self._connection_settings()
+        self._engine = load_backend(self._settings["ENGINE"])
+        if vendor == "postgresql" and not getattr(self._engine, "is_psycopg3", False):
+            raise ConfigurationError("the database backend needs psycopg 3 on PostgreSQL, not psycopg2")
+        self._driver_errors: tuple[type[BaseException], ...] = (
+            self._engine.Database.Error,
+            DjangoDatabaseError,
+            OSError,
+        )
+        self._pool = LinkPool(self._connect, max_idle)
+        self._watchdog = Watchdog()
+        # Server-side timeouts end a call at ``timeout``; the watchdog only catches the rest.
+        self._call_limit = self.timeout + max(0.25, self.timeout / 4)
+
+    # -- connections --------------------------------------------------------------------
+
+    def _connection_settings(self) -> dict[str, Any]:
+        """The alias's settings as the constructing thread sees them, adapted for our connections.
+
+        Read once, here: a test database (or a test mirror, which Django sets on the
+        calling thread's connection only) is then the one every thread connects to.
+        """
+        from django.db import connections
+
+        settings = dict(connections[self.alias].settings_dict)
+        options = dict(settings.get("OPTIONS") or {})
+        settings["OPTIONS"] = self.dialect.connection_options(options, self.timeout)
+        settings["AUTOCOMMIT"] = True
+        settings["CONN_HEALTH_CHECKS"] = False
+        return settings
+
+    def _connect(self) -> Link:
+        wrapper = self._engine.DatabaseWrapper(dict(self._settings), self.alias)
+        link = Link(wrapper, self.dialect.executor(None, self.traffic))
+        try:
+            wrapper.ensure_connection()  # bounded by the driver's connect timeout
+            link.executor.raw = wrapper.connection
+            link.interrupt = self.dialect.interrupter(wrapper.connection)
+            with self._watchdog.guard(self._call_limit, link.interrupt):
+                self.dialect.configure(wrapper, self.timeout)
+        except BaseException:
+            link.close()
+            raise
+        return link
+
+    def _run(self, operation: Callable[[Executor], T]) -> T:
+        """Run one operation on a pooled connection, within the call's deadline.
+
+        A pooled connection found dead (the server restarted, an idle timeout, a
+        killed backend) is replaced once by a new one, after closing the other idle
+        ones (they likely died the same way); a connection that failed in any way is
+        closed, never reused.
+        """
+        link = self._take()
+        try:
+            return self._call(link, operation)
+        except _DeadConnection as dead:
+            if not link.reused:
+                raise self._translate(dead.error) from dead.error
+        self._pool.drop_idle()
+        try:
+            return self._call(self._take(), operation)
+        except _DeadConnection as dead:
+            raise self._translate(dead.error) from dead.error
+
+    def _take(self) -> Link:
+        try:
+            return self._pool.take()
+        except self._driver_errors as error:
+            raise self._translate(error) from error
+        except ImproperlyConfigured as error:
+            raise ConfigurationError(f"database {self.alias!r}: {error}") from error
+
+    def _call(self, link: Link, operation: Callable[[Executor], T]) -> T:
+        alarm: Alarm | None = None
+        try:
+            with self._watchdog.guard(self._call_limit, link.interrupt) as alarm:
+                result = operation(link.executor)
+        except self._driver_errors as error:
+            self._pool.discard(link)
+            if alarm is not None and alarm.fired:
+                raise BackendTimeout(
+                    f"database {self.alias!r} did not answer within {self.timeout:g} s"
+                ) from error
+            if self.dialect.is_disconnect(_cause(error)):
+                raise _DeadConnection(error) from error
+            raise self._translate(error) from error
+        except BaseException:
+            self._pool.discard(link)
+            raise
+        self._pool.give_back(link)
+        return result
+
+    def _translate(self, error: BaseException) -> SimbaError:
+        cause = _cause(error)
+        where = f"database {self.alias!r} ({self.dialect.vendor})"
+        if self.dialect.is_timeout(cause):
+            return BackendTimeout(f"{where} timed out after {self.timeout:g} s: {cause}")
+        if self.dialect.is_missing_table(cause):
+            return BackendUnavailable(
+                f"{where} has no django_simba tables: run `manage.py migrate django_simba"
+                f" --database {self.alias}` ({cause})"
+            )
+        return BackendUnavailable(f"{where}: {cause}")
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def _open_session(self, lease_duration: float, metadata: str) -> OpenedSession:
+        session_id = uuid.uuid4().hex
+        lease = _milliseconds(lease_duration)
+        remaining = self._run(lambda ex: self.dialect.open_session(ex, session_id, lease, metadata))
+        return OpenedSession(session_id, remaining / 1000)
+
+    def _keep_alive(self, session_id: str, lease_duration: float) -> Renewal:
+        if not _SESSION_ID.match(session_id):
+            raise SessionExpired(session_id)
+        lease = _milliseconds(lease_duration)
+        renewed = self._run(lambda ex: self.dialect.keep_alive(ex, session_id, lease))
+        if renewed.remaining_ms is None:
+            try:  # lazy cleanup: free what the dead session still holds
+                self._remove([session_id])
+            except BackendUnavailable:
+                logger.warning("could not remove expired session %s; purge will", session_id, exc_info=True)
+            raise SessionExpired(session_id)
+        return Renewal(renewed.remaining_ms / 1000, renewed.owned)
+
+    def _close_session(self, session_id: str) -> None:
+        if _SESSION_ID.match(session_id):
+            self._remove([session_id])
+
+    def _remove(self, session_ids: list[str]) -> int:
+        return self._run(lambda ex: self.dialect.remove_sessions(ex, session_ids)).sessions
+
+    def _sessions(self) -> list[SessionInfo]:
+        rows = self._run(self.dialect.sessions)
+        return [SessionInfo(sid, remaining / 1000, metadata) for sid, remaining, metadata in rows]
+
+    def _purge_expired(self, limit: int) -> int:
+        expired = self._run(lambda ex: self.dialect.expired_sessions(ex, limit))
+        return self._remove(expired) if expired else 0
+
+    # -- leases -------------------------------------------------------------------------
+
+    def _acquire(self, session_id: str, name: str) -> Grant | None:
+        if not _SESSION_ID.match(session_id):
+            raise SessionExpired(session_id)
+        acquired = self._run(lambda ex: self.dialect.acquire(ex, session_id, name))
+        if acquired.remaining_ms is None:
+            raise SessionExpired(session_id)
+        if acquired.token is None:
+            return None
+        return Grant(name, acquired.token, acquired.remaining_ms / 1000)
+
+    def _release(self, session_id: str, name: str) -> None:
+        if _SESSION_ID.match(session_id):
+            self._run(lambda ex: self.dialect.release(ex, session_id, name))
+
+    def _force_release(self, name: str) -> bool:
+        return self._run(lambda ex: self.dialect.force_release(ex, name))
+
+    def _owner(self, name: str) -> LeaseInfo | None:
+        row = self._run(lambda ex: self.dialect.owner(ex, name))
+        if row is None:
+            return None
+        session_id, token, remaining, metadata = row
+        return LeaseInfo(name, session_id, int(token), remaining / 1000, metadata)
+
+    def _leases(self, prefix: str) -> list[LeaseInfo]:
+        rows = self._run(lambda ex: self.dialect.leases(ex, prefix))
+        return [
+            LeaseInfo(name, sid, int(token), remaining / 1000, metadata)
+            for name, sid, token, remaining, metadata in rows
+        ]
+
+    # -- groups -------------------------------------------------------------------------
+
+    def _join(self, session_id: str, group: str) -> None:
+        if not _SESSION_ID.match(session_id) or not self._run(
+            lambda ex: self.dialect.join(ex, session_id, group)
+        ):
+            raise SessionExpired(session_id)
+
+    def _leave(self, session_id: str, group: str) -> None:
+        if _SESSION_ID.match(session_id):
+            self._run(lambda ex: self.dialect.leave(ex, session_id, group))
+
+    def _members(self, group: str) -> list[Member]:
+        rows = self._run(lambda ex: self.dialect.members(ex, group))
+        return [Member(sid, metadata) for sid, metadata in rows]
+
+    def _groups(self, prefix: str) -> dict[str, list[Member]]:
+        found: dict[str, list[Member]] = {}
+        for group, sid, metadata in self._run(lambda ex: self.dialect.groups(ex, prefix)):
+            found.setdefault(group, []).append(Member(sid, metadata))
+        return found
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._pool.close()
+        self._watchdog.stop()
+
+    def after_fork(self) -> None:
+        # Locks held by the parent's other threads at the fork would never be released here.
+        self._pool.after_fork()
+        self._watchdog.after_fork()
+        self.traffic.after_fork()
+
+    def connection_count(self) -> int:
+        """Connections open for calls (idle or busy), not counting a notification listener."""
+        return self._pool.count()
+
+
+class MysqlBackend(DatabaseBackend):
+    """MySQL 8 / MariaDB 10.11+: no notifications; the engine polls."""
+
+    vendor = "mysql"
+
+
+class SqliteBackend(DatabaseBackend):
+    """SQLite (a file shared by the processes of one host): no notifications; the engine polls."""
+
+    vendor = "sqlite"
+
+
+class PostgresqlBackend(DatabaseBackend):
+    """PostgreSQL 14+: releases and group changes arrive through LISTEN/NOTIFY."""
+
+    vendor = "postgresql"
+    notifies = True
+
+    def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
+        super().__init__(options, timeout=timeout)
+        from .listener import PostgresListener
+
+        self._subscribers: list[NotificationListener] = []
+        self._watched_leases: set[str] = set()
+        self._watched_groups: set[str] = set()
+        self._watch_lock = threading.Lock()
+        self._listener = PostgresListener(
+            self._connect,
+            self._on_payload,
+            lambda: self._publish(Notification(NotificationKind.RESYNC)),
+            timeout=self.timeout,
+            watchdog=self._watchdog,
+        )
+
+    def subscribe(self, listener: NotificationListener) -> None:
+        with self._watch_lock:
+            self._subscribers.append(listener)
+        self._listener.start()
+
+    def watch_lease(self, name: str) -> None:
+        with self._watch_lock:
+            self._watched_leases.add(name)
+
+    def unwatch_lease(self, name: str) -> None:
+        with self._watch_lock:
+            self._watched_leases.discard(name)
+
+    def watch_group(self, group: str) -> None:
+        with self._watch_lock:
+            self._watched_groups.add(group)
+
+    def unwatch_group(self, group: str) -> None:
+        with self._watch_lock:
+            self._watched_groups.discard(group)
+
+    @property
+    def notifying(self) -> bool:
+        return self._listener.live
+
+    def _on_payload(self, payload: str) -> None:
+        from .dialects.postgresql import GROUP_PREFIX, RELEASED_PREFIX
+
+        with self._watch_lock:
+            if payload.startswith(RELEASED_PREFIX):
+                name, watched, kind = (
+                    payload[len(RELEASED_PREFIX) :],
+                    self._watched_leases,
+                    NotificationKind.RELEASED,
+                )
+            elif payload.startswith(GROUP_PREFIX):
+                name, watched, kind = (
+                    payload[len(GROUP_PREFIX) :],
+                    self._watched_groups,
+                    NotificationKind.GROUP_CHANGED,
+                )
+            else:
+                return
+            if name not in watched:
+                return
+        self._publish(Notification(kind, name))
+
+    def _publish(self, event: Notification) -> None:
+        with self._watch_lock:
+            subscribers = list(self._subscribers)
+        for subscriber in subscribers:
+            try:
+                subscriber(event)
+            except Exception:  # one listener's bug must not silence the others
+                logger.exception("notification listener %r failed on %s", subscriber, event)
+
+    def close(self) -> None:
+        """Stop listening too: until ``subscribe`` is called again, the engine polls."""
+        self._listener.stop()
+        with self._watch_lock:
+            self._subscribers.clear()
+            self._watched_leases.clear()
+            self._watched_groups.clear()
+        super().close()
+
+    def after_fork(self) -> None:
+        super().after_fork()
+        self._watch_lock = threading.Lock()
+        self._listener.after_fork()
+        if self._subscribers:
+            self._listener.start()
+
+
+class _DeadConnection(Exception):
+    """The connection was lost; the call may be retried once on a new one."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _alias(options: Mapping[str, Any] | None) -> str:
+    alias = (options or {}).get("alias", DEFAULT_DB_ALIAS)
+    if not isinstance(alias, str) or not alias:
+        raise ConfigurationError(f"the database backend's alias must be a non-empty str, not {alias!r}")
+    return alias
+
+
+def _cause(error: BaseException) -> BaseException:
+    """The driver's own error behind Django's wrapper of it."""
+    if isinstance(error, DjangoDatabaseError) and error.__cause__ is not None:
+        return error.__cause__
+    return error

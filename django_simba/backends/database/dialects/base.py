@@ -1,0 +1,214 @@
+"""What every SQL dialect provides: the statements of each operation and how to send them.
+
+A dialect turns one backend operation into as few round trips as its driver
+allows and returns plain values; the backend turns them into the SPI's replies.
+Every time comparison happens inside the SQL, on the database's clock, in UTC
+epoch milliseconds: nothing here reads the application host's clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+Params = Mapping[str, Any]
+Row = tuple[Any, ...]
+
+#: Characters allowed in names sort below "~", so ``[prefix, prefix + "~")`` holds
+#: exactly the names that start with ``prefix`` under a binary collation.
+PREFIX_CEILING = "~"
+
+
+@dataclass(slots=True)
+class Result:
+    """The rows (if any) and the row count of one statement."""
+
+    rows: list[Row] = field(default_factory=list)
+    rowcount: int = -1
+
+
+@dataclass(slots=True)
+class Traffic:
+    """Round trips and statements sent, for tests and benchmarks."""
+
+    round_trips: int = 0
+    statements: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def count(self, statements: int) -> None:
+        with self._lock:
+            self.round_trips += 1
+            self.statements += statements
+
+    def snapshot(self) -> tuple[int, int]:
+        with self._lock:
+            return self.round_trips, self.statements
+
+    def after_fork(self) -> None:
+        self._lock = threading.Lock()
+
+
+class Executor(ABC):
+    """Sends SQL over one DB-API connection; one ``run`` or ``run_batch`` is one round trip."""
+
+    def __init__(self, raw: Any, traffic: Traffic) -> None:
+        self.raw = raw
+        self.traffic = traffic
+
+    @abstractmethod
+    def run(self, sql: str, params: Params) -> Result:
+        """One statement."""
+
+    @abstractmethod
+    def run_batch(self, statements: Sequence[str], params: Params, *, atomic: bool) -> list[Result]:
+        """Several statements sent together (one round trip where the driver allows it).
+
+        ``atomic``: all in one transaction. Each statement still reads the latest
+        committed data (READ COMMITTED), which the take-over rules rely on.
+        """
+
+
+@dataclass(frozen=True, slots=True)
+class Acquired:
+    """What an acquire found: ``remaining_ms`` is None when the caller's session is not live."""
+
+    remaining_ms: int | None
+    token: int | None  # the caller's token when it holds the name, else None
+
+
+@dataclass(frozen=True, slots=True)
+class Renewed:
+    """What a keep-alive found: ``remaining_ms`` is None when the session was not live."""
+
+    remaining_ms: int | None
+    owned: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """What removing sessions did: how many rows went, which names and groups they freed."""
+
+    sessions: int
+    released: list[str]
+    groups: list[str]
+
+
+class Dialect(ABC):
+    """The SQL of one database family. Stateless; shared by every connection."""
+
+    vendor: str = ""
+
+    @abstractmethod
+    def executor(self, raw: Any, traffic: Traffic) -> Executor: ...
+
+    @abstractmethod
+    def configure(self, wrapper: Any, timeout: float) -> None:
+        """Prepare a fresh connection: autocommit, READ COMMITTED, statement and lock timeouts."""
+
+    def connection_options(self, options: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Driver options for the backend's own connections (e.g. a connect timeout)."""
+        return options
+
+    # -- sessions ---------------------------------------------------------------------
+
+    @abstractmethod
+    def open_session(self, ex: Executor, session_id: str, lease_ms: int, metadata: str) -> int:
+        """Insert the session; return its remaining time in ms."""
+
+    @abstractmethod
+    def keep_alive(self, ex: Executor, session_id: str, lease_ms: int) -> Renewed: ...
+
+    @abstractmethod
+    def remove_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
+        """Free the sessions' leases (tokens kept), delete them and their memberships.
+
+        Leases first, then sessions, then members: the lock order every other
+        operation follows, so removal never deadlocks with an acquire or a join.
+        """
+
+    @abstractmethod
+    def expired_sessions(self, ex: Executor, limit: int) -> list[str]:
+        """Ids of at most ``limit`` expired sessions, oldest expiry first (the expiry index)."""
+
+    @abstractmethod
+    def sessions(self, ex: Executor) -> list[Row]:
+        """``(session_id, remaining_ms, metadata)`` of every session."""
+
+    # -- leases -----------------------------------------------------------------------
+
+    @abstractmethod
+    def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired: ...
+
+    @abstractmethod
+    def release(self, ex: Executor, session_id: str, name: str) -> bool: ...
+
+    @abstractmethod
+    def force_release(self, ex: Executor, name: str) -> bool:
+        """Free ``name``; True when its holder was live."""
+
+    @abstractmethod
+    def owner(self, ex: Executor, name: str) -> Row | None:
+        """``(session_id, token, remaining_ms, metadata)`` of the live holder."""
+
+    @abstractmethod
+    def leases(self, ex: Executor, prefix: str) -> list[Row]:
+        """``(name, session_id, token, remaining_ms, metadata)`` of live holders."""
+
+    # -- groups -----------------------------------------------------------------------
+
+    @abstractmethod
+    def join(self, ex: Executor, session_id: str, group: str) -> bool:
+        """Add the membership; False when the session is not live."""
+
+    @abstractmethod
+    def leave(self, ex: Executor, session_id: str, group: str) -> bool: ...
+
+    @abstractmethod
+    def members(self, ex: Executor, group: str) -> list[Row]:
+        """``(session_id, metadata)`` of live members."""
+
+    @abstractmethod
+    def groups(self, ex: Executor, prefix: str) -> list[Row]:
+        """``(group, session_id, metadata)`` of live members of every group under ``prefix``."""
+
+    # -- errors -----------------------------------------------------------------------
+
+    def interrupter(self, raw: Any) -> Callable[[], None]:
+        """How to end a call blocked on ``raw`` from another thread (the watchdog's last resort).
+
+        Made when the connection opens: a driver may refuse to be asked anything,
+        even its socket, while another thread is inside a call.
+        """
+        return partial(shut_down_socket, raw.fileno())
+
+    @abstractmethod
+    def is_timeout(self, error: BaseException) -> bool:
+        """The driver error is a statement or lock-wait timeout."""
+
+    @abstractmethod
+    def is_missing_table(self, error: BaseException) -> bool: ...
+
+    @abstractmethod
+    def is_disconnect(self, error: BaseException) -> bool:
+        """The connection is gone (the statement was not run, or its fate is unknown)."""
+
+
+def prefix_range(prefix: str) -> tuple[str, str]:
+    """Bounds ``[low, high)`` of the names starting with ``prefix`` (binary collation)."""
+    return prefix, prefix + PREFIX_CEILING
+
+
+def shut_down_socket(descriptor: int) -> None:
+    """Shut a connection's socket down: a blocked read returns at once with an error.
+
+    Works on a duplicate of the descriptor, which stays the driver's to close.
+    """
+    with contextlib.suppress(OSError), socket.socket(fileno=os.dup(descriptor)) as sock:
+        sock.shutdown(socket.SHUT_RDWR)

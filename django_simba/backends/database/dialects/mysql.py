@@ -1,0 +1,271 @@
+"""MySQL 8 and MariaDB 10.11+: upserts with ON DUPLICATE KEY UPDATE and locking subqueries.
+
+A batch of statements goes in one multi-statement query (mysqlclient enables
+them), so acquire and keep-alive take one round trip each. InnoDB's locking
+reads (``LOCK IN SHARE MODE``, UPDATE) always see the latest committed rows, and
+the backend's connections run READ COMMITTED, so every plain read of a batch
+sees what committed before it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .base import (
+    Acquired,
+    Dialect,
+    Executor,
+    Params,
+    Removed,
+    Renewed,
+    Result,
+    Row,
+    Traffic,
+    prefix_range,
+)
+
+# UTC epoch milliseconds without any time zone conversion (UNIX_TIMESTAMP(NOW()) would
+# convert through the session's zone, ambiguous in the hour a DST change repeats).
+# MySQL fixes UTC_TIMESTAMP at the start of each statement.
+NOW = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
+
+OPEN_SESSION = f"""
+INSERT INTO simba_session (session_id, expires_at, metadata)
+VALUES (%(sid)s, {NOW} + %(lease)s, %(metadata)s)
+"""
+
+# The UPDATE waits for a take-over holding our row in share mode; the listing after it
+# is a fresh read, so it sees every take-over that committed first.
+RENEW = f"""
+UPDATE simba_session SET expires_at = {NOW} + %(lease)s
+WHERE session_id = %(sid)s AND expires_at > {NOW}
+"""
+OWNED = "SELECT name, token FROM simba_lease WHERE session_id = %(sid)s"
+
+
+# The duplicate key locks the lease row first; then the caller's and the holder's
+# session rows are read in share mode, after the lease (the order removal follows).
+# Each session row is fetched by its key alone and judged outside the locking read: a
+# filter inside it lets InnoDB take another path and skip the lock (then a take-over
+# would not wait for a keep-alive in flight). A new name is inserted without checking
+# the caller: a row held by a dead session is free anyway, and the reply below reports
+# SessionExpired.
+def _expiry(session_id: str) -> str:
+    """The session's expiry (0 if gone), its row read in share mode."""
+    locked = f"SELECT s.expires_at FROM simba_session s WHERE s.session_id = {session_id} LOCK IN SHARE MODE"
+    return f"COALESCE(({locked}), 0)"
+
+
+TAKEABLE = f"""(
+    simba_lease.session_id <> %(sid)s
+    AND {_expiry("%(sid)s")} > {NOW}
+    AND {_expiry("simba_lease.session_id")} <= {NOW}
+)"""
+# SET runs left to right with already-updated values: the token goes first, while
+# session_id still names the previous holder.
+TAKE = f"""
+INSERT INTO simba_lease (name, session_id, token) VALUES (%(name)s, %(sid)s, 1)
+ON DUPLICATE KEY UPDATE
+    token = IF({TAKEABLE}, token + 1, token),
+    session_id = IF({TAKEABLE}, %(sid)s, session_id)
+"""
+TAKEN = f"""
+SELECT (SELECT expires_at - {NOW} FROM simba_session WHERE session_id = %(sid)s),
+       (SELECT token FROM simba_lease WHERE name = %(name)s AND session_id = %(sid)s)
+"""
+
+RELEASE = "UPDATE simba_lease SET session_id = '' WHERE name = %(name)s AND session_id = %(sid)s"
+
+HOLDER_FOR_UPDATE = f"""
+SELECT EXISTS (
+    SELECT 1 FROM simba_session s WHERE s.session_id = l.session_id AND s.expires_at > {NOW}
+)
+FROM simba_lease l WHERE l.name = %(name)s AND l.session_id <> '' FOR UPDATE
+"""
+FREE_LEASE = "UPDATE simba_lease SET session_id = '' WHERE name = %(name)s"
+
+FREE_LEASES = "UPDATE simba_lease SET session_id = '' WHERE session_id IN %(ids)s"
+DELETE_SESSIONS = "DELETE FROM simba_session WHERE session_id IN %(ids)s"
+DELETE_MEMBERS = "DELETE FROM simba_member WHERE session_id IN %(ids)s"
+
+EXPIRED = f"""
+SELECT session_id FROM simba_session WHERE expires_at <= {NOW} ORDER BY expires_at LIMIT %(limit)s
+"""
+
+SESSIONS = f"SELECT session_id, expires_at - {NOW}, metadata FROM simba_session"
+
+OWNER = f"""
+SELECT l.session_id, l.token, s.expires_at - {NOW}, s.metadata
+FROM simba_lease l JOIN simba_session s ON s.session_id = l.session_id
+WHERE l.name = %(name)s AND s.expires_at > {NOW}
+"""
+
+LEASES = f"""
+SELECT l.name, l.session_id, l.token, s.expires_at - {NOW}, s.metadata
+FROM simba_lease l JOIN simba_session s ON s.session_id = l.session_id
+WHERE l.name >= %(low)s AND l.name < %(high)s AND s.expires_at > {NOW}
+"""
+
+# Share mode on our own row: a concurrent close waits for the join, or the join sees it
+# gone. With CLIENT_FOUND_ROWS an existing membership counts 1, so 0 means "not live".
+JOIN = f"""
+INSERT INTO simba_member (group_name, session_id)
+SELECT %(group)s, %(sid)s FROM DUAL WHERE {_expiry("%(sid)s")} > {NOW}
+ON DUPLICATE KEY UPDATE group_name = simba_member.group_name
+"""
+
+LEAVE = "DELETE FROM simba_member WHERE group_name = %(group)s AND session_id = %(sid)s"
+
+MEMBERS = f"""
+SELECT m.session_id, s.metadata
+FROM simba_member m JOIN simba_session s ON s.session_id = m.session_id
+WHERE m.group_name = %(group)s AND s.expires_at > {NOW}
+"""
+
+GROUPS = f"""
+SELECT m.group_name, m.session_id, s.metadata
+FROM simba_member m JOIN simba_session s ON s.session_id = m.session_id
+WHERE m.group_name >= %(low)s AND m.group_name < %(high)s AND s.expires_at > {NOW}
+"""
+
+# Lock wait timeout, MariaDB max_statement_time, MySQL max_execution_time, KILL QUERY.
+TIMEOUT_CODES = frozenset({1205, 1969, 3024, 1317})
+MISSING_TABLE = 1146
+# Server gone away, lost connection, server shutdown, disconnected for inactivity.
+DISCONNECT_CODES = frozenset({2006, 2013, 2055, 1053, 4031})
+
+
+def error_code(error: BaseException) -> int | None:
+    args = getattr(error, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+class MysqlExecutor(Executor):
+    def run(self, sql: str, params: Params) -> Result:
+        return self.run_batch([sql], params, atomic=False)[0]
+
+    def run_batch(self, statements: Sequence[str], params: Params, *, atomic: bool) -> list[Result]:
+        sql = ";\n".join(statements)
+        if atomic:
+            sql = f"START TRANSACTION;\n{sql};\nCOMMIT"
+        self.traffic.count(len(statements))
+        cursor = self.raw.cursor()
+        try:
+            cursor.execute(sql, params)
+            results = []
+            while True:
+                rows = list(cursor.fetchall()) if cursor.description is not None else []
+                results.append(Result(rows, cursor.rowcount))
+                if not cursor.nextset():
+                    break
+        finally:
+            cursor.close()
+        return results[1:-1] if atomic else results
+
+
+class MysqlDialect(Dialect):
+    vendor = "mysql"
+
+    def executor(self, raw: Any, traffic: Traffic) -> Executor:
+        return MysqlExecutor(raw, traffic)
+
+    def connection_options(self, options: dict[str, Any], timeout: float) -> dict[str, Any]:
+        options = dict(options)
+        options.setdefault("connect_timeout", max(1, math.ceil(timeout)))
+        return options
+
+    def configure(self, wrapper: Any, timeout: float) -> None:
+        raw = wrapper.connection
+        raw.autocommit(True)
+        # innodb_lock_wait_timeout counts whole seconds; the statement limit is exact.
+        if wrapper.mysql_is_mariadb:
+            statement_limit = f"max_statement_time = {timeout:.3f}"
+        else:
+            statement_limit = f"max_execution_time = {max(1, round(timeout * 1000))}"
+        cursor = raw.cursor()
+        try:
+            cursor.execute(
+                "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;"
+                f" SET SESSION innodb_lock_wait_timeout = {max(1, math.ceil(timeout))},"
+                f" SESSION {statement_limit}"
+            )
+            while cursor.nextset():
+                pass
+        finally:
+            cursor.close()
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def open_session(self, ex: Executor, session_id: str, lease_ms: int, metadata: str) -> int:
+        ex.run(OPEN_SESSION, {"sid": session_id, "lease": lease_ms, "metadata": metadata})
+        return lease_ms
+
+    def keep_alive(self, ex: Executor, session_id: str, lease_ms: int) -> Renewed:
+        renewed, owned = ex.run_batch([RENEW, OWNED], {"sid": session_id, "lease": lease_ms}, atomic=False)
+        if renewed.rowcount != 1:
+            return Renewed(None, {})
+        return Renewed(lease_ms, {name: int(token) for name, token in owned.rows})
+
+    def remove_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
+        _, deleted, _ = ex.run_batch(
+            [FREE_LEASES, DELETE_SESSIONS, DELETE_MEMBERS], {"ids": tuple(session_ids)}, atomic=True
+        )
+        return Removed(deleted.rowcount, [], [])
+
+    def expired_sessions(self, ex: Executor, limit: int) -> list[str]:
+        return [row[0] for row in ex.run(EXPIRED, {"limit": limit}).rows]
+
+    def sessions(self, ex: Executor) -> list[Row]:
+        return ex.run(SESSIONS, {}).rows
+
+    # -- leases -----------------------------------------------------------------------
+
+    def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired:
+        _, taken = ex.run_batch([TAKE, TAKEN], {"sid": session_id, "name": name}, atomic=True)
+        remaining, token = taken.rows[0]
+        if remaining is None or remaining <= 0:
+            return Acquired(None, None)
+        return Acquired(int(remaining), None if token is None else int(token))
+
+    def release(self, ex: Executor, session_id: str, name: str) -> bool:
+        return ex.run(RELEASE, {"sid": session_id, "name": name}).rowcount > 0
+
+    def force_release(self, ex: Executor, name: str) -> bool:
+        holder, _ = ex.run_batch([HOLDER_FOR_UPDATE, FREE_LEASE], {"name": name}, atomic=True)
+        return bool(holder.rows and holder.rows[0][0])
+
+    def owner(self, ex: Executor, name: str) -> Row | None:
+        rows = ex.run(OWNER, {"name": name}).rows
+        return rows[0] if rows else None
+
+    def leases(self, ex: Executor, prefix: str) -> list[Row]:
+        low, high = prefix_range(prefix)
+        return ex.run(LEASES, {"low": low, "high": high}).rows
+
+    # -- groups -----------------------------------------------------------------------
+
+    def join(self, ex: Executor, session_id: str, group: str) -> bool:
+        return ex.run(JOIN, {"sid": session_id, "group": group}).rowcount > 0
+
+    def leave(self, ex: Executor, session_id: str, group: str) -> bool:
+        return ex.run(LEAVE, {"sid": session_id, "group": group}).rowcount > 0
+
+    def members(self, ex: Executor, group: str) -> list[Row]:
+        return ex.run(MEMBERS, {"group": group}).rows
+
+    def groups(self, ex: Executor, prefix: str) -> list[Row]:
+        low, high = prefix_range(prefix)
+        return ex.run(GROUPS, {"low": low, "high": high}).rows
+
+    # -- errors -----------------------------------------------------------------------
+
+    def is_timeout(self, error: BaseException) -> bool:
+        return error_code(error) in TIMEOUT_CODES
+
+    def is_missing_table(self, error: BaseException) -> bool:
+        return error_code(error) == MISSING_TABLE
+
+    def is_disconnect(self, error: BaseException) -> bool:
+        return error_code(error) in DISCONNECT_CODES

@@ -1,0 +1,388 @@
+"""PostgreSQL (14+): CTEs, RETURNING, FOR SHARE, and NOTIFY on every release.
+
+A batch of statements goes in one simple-query message: one round trip, one
+implicit transaction, and a fresh snapshot for every statement (READ COMMITTED).
+That fresh snapshot is why acquire and keep-alive are two statements, not one:
+a single statement decides on the snapshot taken when it started, so it could
+miss a session or a take-over committed while it waited for a row lock.
+
+Every statement is prepared once per connection (``PREPARE``) and run by name
+(``EXECUTE``), which halves the cost of a call: the CTEs are not parsed and
+planned again each time, and ``EXECUTE`` still travels in a simple query.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .base import (
+    Acquired,
+    Dialect,
+    Executor,
+    Params,
+    Removed,
+    Renewed,
+    Result,
+    Row,
+    Traffic,
+    prefix_range,
+)
+
+#: The channel of every notification; payloads are "released:<name>" and "group:<name>".
+CHANNEL = "simba"
+RELEASED_PREFIX = "released:"
+GROUP_PREFIX = "group:"
+
+# Read once per statement (a materialized CTE), after any earlier statement of the batch
+# waited for a lock; epoch extraction is in UTC whatever the session's time zone.
+CLOCK = "clock AS MATERIALIZED (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now)"
+
+OPEN_SESSION = f"""
+WITH {CLOCK}
+INSERT INTO simba_session (session_id, expires_at, metadata)
+SELECT %(sid)s, clock.now + %(lease)s, %(metadata)s FROM clock
+"""
+
+# The UPDATE waits for any take-over holding our row FOR SHARE; the listing that
+# follows has its own snapshot, so it sees every take-over that committed first.
+RENEW = f"""
+WITH {CLOCK}
+UPDATE simba_session s SET expires_at = clock.now + %(lease)s FROM clock
+WHERE s.session_id = %(sid)s AND s.expires_at > clock.now
+RETURNING s.expires_at - clock.now
+"""
+OWNED = "SELECT name, token FROM simba_lease WHERE session_id = %(sid)s"
+
+# Creates the row of a new name and locks the row either way, without writing it
+# (a DO UPDATE whose WHERE is false still locks the conflicting row).
+LOCK_LEASE = """
+INSERT INTO simba_lease (name, session_id, token) VALUES (%(name)s, '', 0)
+ON CONFLICT (name) DO UPDATE SET token = simba_lease.token WHERE false
+"""
+
+# Runs with the lease row locked, on a snapshot taken after the lock: the holder's
+# session row is visible. Session rows are locked FOR SHARE before their expiry is
+# judged (a filter would skip the lock), so a keep-alive in flight is waited for and
+# its renewal seen: the take-over serializes with the holder's keep-alive.
+TAKE = f"""
+WITH {CLOCK},
+me AS MATERIALIZED (
+    SELECT s.expires_at FROM simba_session s WHERE s.session_id = %(sid)s FOR SHARE
+),
+current AS (SELECT session_id AS holder, token FROM simba_lease WHERE name = %(name)s),
+holder AS MATERIALIZED (
+    SELECT s.expires_at FROM simba_session s, current
+    WHERE s.session_id = current.holder AND current.holder NOT IN ('', %(sid)s)
+    FOR SHARE OF s
+),
+live AS (SELECT me.expires_at - clock.now AS remaining FROM me, clock WHERE me.expires_at > clock.now),
+taken AS (
+    UPDATE simba_lease l SET token = l.token + 1, session_id = %(sid)s
+    FROM clock
+    WHERE l.name = %(name)s AND l.session_id <> %(sid)s
+      AND EXISTS (SELECT 1 FROM live)
+      AND NOT EXISTS (SELECT 1 FROM holder WHERE holder.expires_at > clock.now)
+    RETURNING l.token
+)
+SELECT (SELECT remaining FROM live),
+       COALESCE((SELECT token FROM taken), (SELECT token FROM current WHERE holder = %(sid)s))
+"""
+
+RELEASE = f"""
+WITH freed AS (
+    UPDATE simba_lease SET session_id = '' WHERE name = %(name)s AND session_id = %(sid)s
+    RETURNING name
+)
+SELECT name, pg_notify('{CHANNEL}', '{RELEASED_PREFIX}' || name) FROM freed
+"""
+
+FORCE_RELEASE = f"""
+WITH {CLOCK},
+previous AS (
+    SELECT session_id FROM simba_lease WHERE name = %(name)s AND session_id <> '' FOR UPDATE
+),
+freed AS (
+    UPDATE simba_lease l SET session_id = '' FROM previous WHERE l.name = %(name)s RETURNING l.name
+),
+notified AS (SELECT pg_notify('{CHANNEL}', '{RELEASED_PREFIX}' || name) FROM freed)
+SELECT EXISTS (
+    SELECT 1 FROM previous JOIN simba_session s ON s.session_id = previous.session_id, clock
+    WHERE s.expires_at > clock.now
+), (SELECT count(*) FROM notified)
+"""
+
+FREE_LEASES = f"""
+WITH freed AS (
+    UPDATE simba_lease SET session_id = '' WHERE session_id = ANY(%(ids)s) RETURNING name
+)
+SELECT name, pg_notify('{CHANNEL}', '{RELEASED_PREFIX}' || name) FROM freed
+"""
+DELETE_SESSIONS = "DELETE FROM simba_session WHERE session_id = ANY(%(ids)s)"
+DELETE_MEMBERS = f"""
+WITH gone AS (DELETE FROM simba_member WHERE session_id = ANY(%(ids)s) RETURNING group_name),
+changed AS (SELECT DISTINCT group_name FROM gone)
+SELECT group_name, pg_notify('{CHANNEL}', '{GROUP_PREFIX}' || group_name) FROM changed
+"""
+
+EXPIRED = f"""
+WITH {CLOCK}
+SELECT session_id FROM simba_session, clock WHERE expires_at <= clock.now
+ORDER BY expires_at LIMIT %(limit)s
+"""
+
+SESSIONS = f"WITH {CLOCK} SELECT session_id, expires_at - clock.now, metadata FROM simba_session, clock"
+
+OWNER = f"""
+WITH {CLOCK}
+SELECT l.session_id, l.token, s.expires_at - clock.now, s.metadata
+FROM simba_lease l JOIN simba_session s ON s.session_id = l.session_id, clock
+WHERE l.name = %(name)s AND s.expires_at > clock.now
+"""
+
+LEASES = f"""
+WITH {CLOCK}
+SELECT l.name, l.session_id, l.token, s.expires_at - clock.now, s.metadata
+FROM simba_lease l JOIN simba_session s ON s.session_id = l.session_id, clock
+WHERE l.name >= %(low)s AND l.name < %(high)s AND s.expires_at > clock.now
+"""
+
+# FOR SHARE on our own row (before judging it): a concurrent close waits for the
+# join, or the join sees the row gone.
+JOIN = f"""
+WITH {CLOCK},
+me AS MATERIALIZED (
+    SELECT s.expires_at FROM simba_session s WHERE s.session_id = %(sid)s FOR SHARE
+),
+live AS (SELECT 1 FROM me, clock WHERE me.expires_at > clock.now),
+added AS (
+    INSERT INTO simba_member (group_name, session_id) SELECT %(group)s, %(sid)s FROM live
+    ON CONFLICT DO NOTHING RETURNING group_name
+),
+notified AS (SELECT pg_notify('{CHANNEL}', '{GROUP_PREFIX}' || group_name) FROM added)
+SELECT EXISTS (SELECT 1 FROM live), (SELECT count(*) FROM notified)
+"""
+
+LEAVE = f"""
+WITH gone AS (
+    DELETE FROM simba_member WHERE group_name = %(group)s AND session_id = %(sid)s RETURNING group_name
+)
+SELECT group_name, pg_notify('{CHANNEL}', '{GROUP_PREFIX}' || group_name) FROM gone
+"""
+
+MEMBERS = f"""
+WITH {CLOCK}
+SELECT m.session_id, s.metadata
+FROM simba_member m JOIN simba_session s ON s.session_id = m.session_id, clock
+WHERE m.group_name = %(group)s AND s.expires_at > clock.now
+"""
+
+GROUPS = f"""
+WITH {CLOCK}
+SELECT m.group_name, m.session_id, s.metadata
+FROM simba_member m JOIN simba_session s ON s.session_id = m.session_id, clock
+WHERE m.group_name >= %(low)s AND m.group_name < %(high)s AND s.expires_at > clock.now
+"""
+
+# SQLSTATEs: query_canceled (statement_timeout), lock_not_available (lock_timeout).
+TIMEOUT_STATES = frozenset({"57014", "55P03"})
+UNDEFINED_TABLE = "42P01"
+
+_PARAMETER = re.compile(r"%\((\w+)\)s")
+PARAMETER_TYPES = {
+    "sid": "varchar",
+    "name": "varchar",
+    "group": "varchar",
+    "metadata": "varchar",
+    "low": "varchar",
+    "high": "varchar",
+    "ids": "varchar[]",
+    "lease": "bigint",
+    "limit": "bigint",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A statement prepared once per connection, then executed by name with literal arguments."""
+
+    name: str
+    sql: str
+
+    @property
+    def parameters(self) -> list[str]:
+        return list(dict.fromkeys(_PARAMETER.findall(self.sql)))
+
+    def prepare(self) -> str:
+        numbers = {parameter: n for n, parameter in enumerate(self.parameters, start=1)}
+        body = _PARAMETER.sub(lambda match: f"${numbers[match.group(1)]}", self.sql)
+        types = ", ".join(PARAMETER_TYPES[parameter] for parameter in self.parameters)
+        return f"PREPARE {self.name}{f'({types})' if types else ''} AS {body}"
+
+    def execute(self) -> str:
+        arguments = ", ".join(f"%({parameter})s" for parameter in self.parameters)
+        return f"EXECUTE {self.name}{f'({arguments})' if arguments else ''}"
+
+
+STATEMENTS = {
+    name: Prepared(f"simba_{name.lower()}", sql)
+    for name, sql in {
+        "OPEN_SESSION": OPEN_SESSION,
+        "RENEW": RENEW,
+        "OWNED": OWNED,
+        "LOCK_LEASE": LOCK_LEASE,
+        "TAKE": TAKE,
+        "RELEASE": RELEASE,
+        "FORCE_RELEASE": FORCE_RELEASE,
+        "FREE_LEASES": FREE_LEASES,
+        "DELETE_SESSIONS": DELETE_SESSIONS,
+        "DELETE_MEMBERS": DELETE_MEMBERS,
+        "EXPIRED": EXPIRED,
+        "SESSIONS": SESSIONS,
+        "OWNER": OWNER,
+        "LEASES": LEASES,
+        "JOIN": JOIN,
+        "LEAVE": LEAVE,
+        "MEMBERS": MEMBERS,
+        "GROUPS": GROUPS,
+    }.items()
+}
+#: What the dialect sends: ``EXECUTE`` of each prepared statement.
+RUN = {name: statement.execute() for name, statement in STATEMENTS.items()}
+
+
+class PostgresqlExecutor(Executor):
+    """Client-side binding, so a batch of statements travels as one simple query."""
+
+    def _cursor(self) -> Any:
+        import psycopg
+
+        return psycopg.ClientCursor(self.raw)
+
+    def run(self, sql: str, params: Params) -> Result:
+        return self.run_batch([sql], params, atomic=False)[0]
+
+    def run_batch(self, statements: Sequence[str], params: Params, *, atomic: bool) -> list[Result]:
+        # A multi-statement simple query is one implicit transaction already.
+        self.traffic.count(len(statements))
+        with self._cursor() as cursor:
+            cursor.execute(";\n".join(statements), params)
+            results = []
+            while True:
+                rows = cursor.fetchall() if cursor.description is not None else []
+                results.append(Result(rows, cursor.rowcount))
+                if not cursor.nextset():
+                    return results
+
+
+class PostgresqlDialect(Dialect):
+    vendor = "postgresql"
+
+    def executor(self, raw: Any, traffic: Traffic) -> Executor:
+        return PostgresqlExecutor(raw, traffic)
+
+    def connection_options(self, options: dict[str, Any], timeout: float) -> dict[str, Any]:
+        options = dict(options)
+        # The backend's connections are its own: never borrowed from the alias's pool.
+        options.pop("pool", None)
+        options.setdefault("connect_timeout", max(2, round(timeout + 0.5)))
+        return options
+
+    def configure(self, wrapper: Any, timeout: float) -> None:
+        raw = wrapper.connection
+        raw.autocommit = True
+        milliseconds = max(1, round(timeout * 1000))
+        settings = [
+            f"SET statement_timeout = {milliseconds}",
+            f"SET lock_timeout = {milliseconds}",
+            "SET default_transaction_isolation = 'read committed'",
+        ]
+        with raw.cursor() as cursor:
+            cursor.execute(";\n".join(settings + [statement.prepare() for statement in STATEMENTS.values()]))
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def open_session(self, ex: Executor, session_id: str, lease_ms: int, metadata: str) -> int:
+        ex.run(RUN["OPEN_SESSION"], {"sid": session_id, "lease": lease_ms, "metadata": metadata})
+        return lease_ms
+
+    def keep_alive(self, ex: Executor, session_id: str, lease_ms: int) -> Renewed:
+        renewed, owned = ex.run_batch(
+            [RUN["RENEW"], RUN["OWNED"]], {"sid": session_id, "lease": lease_ms}, atomic=True
+        )
+        if not renewed.rows:
+            return Renewed(None, {})
+        return Renewed(int(renewed.rows[0][0]), {name: int(token) for name, token in owned.rows})
+
+    def remove_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
+        freed, deleted, left = ex.run_batch(
+            [RUN["FREE_LEASES"], RUN["DELETE_SESSIONS"], RUN["DELETE_MEMBERS"]],
+            {"ids": list(session_ids)},
+            atomic=True,
+        )
+        return Removed(deleted.rowcount, [row[0] for row in freed.rows], [row[0] for row in left.rows])
+
+    def expired_sessions(self, ex: Executor, limit: int) -> list[str]:
+        return [row[0] for row in ex.run(RUN["EXPIRED"], {"limit": limit}).rows]
+
+    def sessions(self, ex: Executor) -> list[Row]:
+        return ex.run(RUN["SESSIONS"], {}).rows
+
+    # -- leases -----------------------------------------------------------------------
+
+    def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired:
+        _, decided = ex.run_batch(
+            [RUN["LOCK_LEASE"], RUN["TAKE"]], {"sid": session_id, "name": name}, atomic=True
+        )
+        remaining, token = decided.rows[0]
+        return Acquired(None if remaining is None else int(remaining), None if token is None else int(token))
+
+    def release(self, ex: Executor, session_id: str, name: str) -> bool:
+        return bool(ex.run(RUN["RELEASE"], {"sid": session_id, "name": name}).rows)
+
+    def force_release(self, ex: Executor, name: str) -> bool:
+        was_live, _ = ex.run(RUN["FORCE_RELEASE"], {"name": name}).rows[0]
+        return bool(was_live)
+
+    def owner(self, ex: Executor, name: str) -> Row | None:
+        rows = ex.run(RUN["OWNER"], {"name": name}).rows
+        return rows[0] if rows else None
+
+    def leases(self, ex: Executor, prefix: str) -> list[Row]:
+        low, high = prefix_range(prefix)
+        return ex.run(RUN["LEASES"], {"low": low, "high": high}).rows
+
+    # -- groups -----------------------------------------------------------------------
+
+    def join(self, ex: Executor, session_id: str, group: str) -> bool:
+        live, _ = ex.run(RUN["JOIN"], {"sid": session_id, "group": group}).rows[0]
+        return bool(live)
+
+    def leave(self, ex: Executor, session_id: str, group: str) -> bool:
+        return bool(ex.run(RUN["LEAVE"], {"sid": session_id, "group": group}).rows)
+
+    def members(self, ex: Executor, group: str) -> list[Row]:
+        return ex.run(RUN["MEMBERS"], {"group": group}).rows
+
+    def groups(self, ex: Executor, prefix: str) -> list[Row]:
+        low, high = prefix_range(prefix)
+        return ex.run(RUN["GROUPS"], {"low": low, "high": high}).rows
+
+    # -- errors -----------------------------------------------------------------------
+
+    def is_timeout(self, error: BaseException) -> bool:
+        return getattr(error, "sqlstate", None) in TIMEOUT_STATES
+
+    def is_missing_table(self, error: BaseException) -> bool:
+        return getattr(error, "sqlstate", None) == UNDEFINED_TABLE
+
+    def is_disconnect(self, error: BaseException) -> bool:
+        import psycopg
+
+        if not isinstance(error, psycopg.OperationalError):
+            return False
+        state = getattr(error, "sqlstate", None)
+        # No state: the socket broke. 08: connection exceptions. 57P: the server shut the session.
+        return state is None or state.startswith(("08", "57P"))

@@ -1,0 +1,243 @@
+"""SQLite 3.35+: one writer at a time, so writes serialize without row locks.
+
+Writes that span statements run in ``BEGIN IMMEDIATE`` transactions, which take
+the write lock up front (no lock upgrade that could fail half-way). Names are
+compared with ``BINARY``; ``LIKE`` is case-insensitive in SQLite, so prefixes are
+ranges. There are no round trips: the counts are library calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .base import (
+    Acquired,
+    Dialect,
+    Executor,
+    Params,
+    Removed,
+    Renewed,
+    Result,
+    Row,
+    Traffic,
+    prefix_range,
+)
+
+# julianday('now') is fixed for one sqlite3_step; a write does all its work in its first
+# step. Reads that return many rows take it once from a materialized CTE.
+NOW = "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
+CLOCK = f"clock(now) AS MATERIALIZED (SELECT {NOW})"
+
+OPEN_SESSION = f"""
+INSERT INTO simba_session (session_id, expires_at, metadata) VALUES (:sid, {NOW} + :lease, :metadata)
+"""
+
+RENEW = f"UPDATE simba_session SET expires_at = {NOW} + :lease WHERE session_id = :sid AND expires_at > {NOW}"
+OWNED = "SELECT name, token FROM simba_lease WHERE session_id = :sid"
+
+# One upsert: a new name is inserted only for a live caller; an existing row is taken when
+# free or held by a session that is not live. SET reads the row's previous values.
+TAKE = f"""
+INSERT INTO simba_lease (name, session_id, token)
+SELECT :name, :sid, 1 WHERE EXISTS (
+    SELECT 1 FROM simba_session WHERE session_id = :sid AND expires_at > {NOW}
+)
+ON CONFLICT (name) DO UPDATE SET token = token + 1, session_id = excluded.session_id
+WHERE simba_lease.session_id <> excluded.session_id
+  AND NOT EXISTS (
+    SELECT 1 FROM simba_session holder
+    WHERE holder.session_id = simba_lease.session_id AND holder.expires_at > {NOW}
+  )
+"""
+TAKEN = f"""
+SELECT (SELECT expires_at - {NOW} FROM simba_session WHERE session_id = :sid AND expires_at > {NOW}),
+       (SELECT token FROM simba_lease WHERE name = :name AND session_id = :sid)
+"""
+
+RELEASE = "UPDATE simba_lease SET session_id = '' WHERE name = :name AND session_id = :sid"
+
+HOLDER = f"""
+SELECT EXISTS (
+    SELECT 1 FROM simba_session s WHERE s.session_id = l.session_id AND s.expires_at > {NOW}
+)
+FROM simba_lease l WHERE l.name = :name AND l.session_id <> ''
+"""
+FREE_LEASE = "UPDATE simba_lease SET session_id = '' WHERE name = :name"
+
+EXPIRED = f"""
+SELECT session_id FROM simba_session WHERE expires_at <= {NOW} ORDER BY expires_at LIMIT :limit
+"""
+
+SESSIONS = f"WITH {CLOCK} SELECT session_id, expires_at - clock.now, metadata FROM simba_session, clock"
+
+OWNER = f"""
+WITH {CLOCK}
+SELECT l.session_id, l.token, s.expires_at - clock.now, s.metadata
+FROM simba_lease l JOIN simba_session s ON s.session_id = l.session_id, clock
+WHERE l.name = :name AND s.expires_at > clock.now
+"""
+
+LEASES = f"""
+WITH {CLOCK}
+SELECT l.name, l.session_id, l.token, s.expires_at - clock.now, s.metadata
+FROM simba_lease l JOIN simba_session s ON s.session_id = l.session_id, clock
+WHERE l.name >= :low AND l.name < :high AND s.expires_at > clock.now
+"""
+
+ADD_MEMBER = f"""
+INSERT INTO simba_member (group_name, session_id)
+SELECT :group, session_id FROM simba_session WHERE session_id = :sid AND expires_at > {NOW}
+ON CONFLICT DO NOTHING
+"""
+LIVE = f"SELECT 1 FROM simba_session WHERE session_id = :sid AND expires_at > {NOW}"
+LEAVE = "DELETE FROM simba_member WHERE group_name = :group AND session_id = :sid"
+
+MEMBERS = f"""
+WITH {CLOCK}
+SELECT m.session_id, s.metadata
+FROM simba_member m JOIN simba_session s ON s.session_id = m.session_id, clock
+WHERE m.group_name = :group AND s.expires_at > clock.now
+"""
+
+GROUPS = f"""
+WITH {CLOCK}
+SELECT m.group_name, m.session_id, s.metadata
+FROM simba_member m JOIN simba_session s ON s.session_id = m.session_id, clock
+WHERE m.group_name >= :low AND m.group_name < :high AND s.expires_at > clock.now
+"""
+
+
+class SqliteExecutor(Executor):
+    def _one(self, sql: str, params: Params) -> Result:
+        self.traffic.count(1)
+        cursor = self.raw.execute(sql, params)
+        try:
+            rows = cursor.fetchall()
+            return Result(rows, cursor.rowcount)
+        finally:
+            cursor.close()
+
+    def run(self, sql: str, params: Params) -> Result:
+        return self._one(sql, params)
+
+    def run_batch(self, statements: Sequence[str], params: Params, *, atomic: bool) -> list[Result]:
+        if not atomic:
+            return [self._one(sql, params) for sql in statements]
+        self._one("BEGIN IMMEDIATE", {})
+        try:
+            results = [self._one(sql, params) for sql in statements]
+            self._one("COMMIT", {})
+        except BaseException:
+            if self.raw.in_transaction:
+                self.raw.execute("ROLLBACK")
+            raise
+        return results
+
+
+def id_list(session_ids: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """Placeholders and parameters for ``IN (...)``."""
+    params = {f"id{i}": sid for i, sid in enumerate(session_ids)}
+    return ", ".join(f":{key}" for key in params), params
+
+
+class SqliteDialect(Dialect):
+    vendor = "sqlite"
+
+    def executor(self, raw: Any, traffic: Traffic) -> Executor:
+        return SqliteExecutor(raw, traffic)
+
+    def connection_options(self, options: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return {**options, "timeout": timeout}
+
+    def configure(self, wrapper: Any, timeout: float) -> None:
+        raw = wrapper.connection
+        raw.isolation_level = None  # autocommit; batches open their own transactions
+        raw.execute(f"PRAGMA busy_timeout = {max(1, round(timeout * 1000))}")
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def open_session(self, ex: Executor, session_id: str, lease_ms: int, metadata: str) -> int:
+        ex.run(OPEN_SESSION, {"sid": session_id, "lease": lease_ms, "metadata": metadata})
+        return lease_ms
+
+    def keep_alive(self, ex: Executor, session_id: str, lease_ms: int) -> Renewed:
+        # Writers are serialized: once renewed, no take-over can happen before the listing.
+        renewed, owned = ex.run_batch([RENEW, OWNED], {"sid": session_id, "lease": lease_ms}, atomic=False)
+        if renewed.rowcount != 1:
+            return Renewed(None, {})
+        return Renewed(lease_ms, {name: int(token) for name, token in owned.rows})
+
+    def remove_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
+        placeholders, params = id_list(session_ids)
+        _, deleted, _ = ex.run_batch(
+            [
+                f"UPDATE simba_lease SET session_id = '' WHERE session_id IN ({placeholders})",
+                f"DELETE FROM simba_session WHERE session_id IN ({placeholders})",
+                f"DELETE FROM simba_member WHERE session_id IN ({placeholders})",
+            ],
+            params,
+            atomic=True,
+        )
+        return Removed(deleted.rowcount, [], [])
+
+    def expired_sessions(self, ex: Executor, limit: int) -> list[str]:
+        return [row[0] for row in ex.run(EXPIRED, {"limit": limit}).rows]
+
+    def sessions(self, ex: Executor) -> list[Row]:
+        return ex.run(SESSIONS, {}).rows
+
+    # -- leases -----------------------------------------------------------------------
+
+    def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired:
+        _, taken = ex.run_batch([TAKE, TAKEN], {"sid": session_id, "name": name}, atomic=True)
+        remaining, token = taken.rows[0]
+        if remaining is None:
+            return Acquired(None, None)
+        return Acquired(int(remaining), None if token is None else int(token))
+
+    def release(self, ex: Executor, session_id: str, name: str) -> bool:
+        return ex.run(RELEASE, {"sid": session_id, "name": name}).rowcount > 0
+
+    def force_release(self, ex: Executor, name: str) -> bool:
+        holder, _ = ex.run_batch([HOLDER, FREE_LEASE], {"name": name}, atomic=True)
+        return bool(holder.rows and holder.rows[0][0])
+
+    def owner(self, ex: Executor, name: str) -> Row | None:
+        rows = ex.run(OWNER, {"name": name}).rows
+        return rows[0] if rows else None
+
+    def leases(self, ex: Executor, prefix: str) -> list[Row]:
+        low, high = prefix_range(prefix)
+        return ex.run(LEASES, {"low": low, "high": high}).rows
+
+    # -- groups -----------------------------------------------------------------------
+
+    def join(self, ex: Executor, session_id: str, group: str) -> bool:
+        _, live = ex.run_batch([ADD_MEMBER, LIVE], {"sid": session_id, "group": group}, atomic=True)
+        return bool(live.rows)
+
+    def leave(self, ex: Executor, session_id: str, group: str) -> bool:
+        return ex.run(LEAVE, {"sid": session_id, "group": group}).rowcount > 0
+
+    def members(self, ex: Executor, group: str) -> list[Row]:
+        return ex.run(MEMBERS, {"group": group}).rows
+
+    def groups(self, ex: Executor, prefix: str) -> list[Row]:
+        low, high = prefix_range(prefix)
+        return ex.run(GROUPS, {"low": low, "high": high}).rows
+
+    # -- errors -----------------------------------------------------------------------
+
+    def interrupter(self, raw: Any) -> Callable[[], None]:
+        return raw.interrupt  # type: ignore[no-any-return]
+
+    def is_timeout(self, error: BaseException) -> bool:
+        message = str(error)
+        return "locked" in message or "interrupted" in message
+
+    def is_missing_table(self, error: BaseException) -> bool:
+        return "no such table" in str(error)
+
+    def is_disconnect(self, error: BaseException) -> bool:
+        return False

@@ -1,0 +1,187 @@
+"""Fixtures for the database backend's tests against real PostgreSQL, MariaDB and SQLite.
+
+A test names its database alias ("sqlite", "postgresql", "mysql" from
+``tests/settings.py``) with :func:`on` (a class or a ``pytest.param``). Test
+databases are created by pytest-django only for servers that answer; a test
+on a server that does not answer calls ``server_missing`` (skip, or fail
+under ``SIMBA_REQUIRE_SERVERS=1``).
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.utils import load_backend
+
+from django_simba.backends.database import DatabaseBackend
+from tests.conftest import server_missing
+
+ALIASES = ("sqlite", "postgresql", "mysql")
+SERVER_NAMES = {"postgresql": "PostgreSQL", "mysql": "MariaDB/MySQL"}
+
+
+@functools.cache
+def reachable(alias: str) -> bool:
+    if alias == "sqlite":
+        return True
+    database = settings.DATABASES[alias]
+    try:
+        socket.create_connection((database["HOST"], int(database["PORT"])), timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+def on(alias: str) -> list[pytest.MarkDecorator]:
+    """Marks of a test on ``alias``: its server marker, and its test database when reachable."""
+    marks = [getattr(pytest.mark, alias)] if alias in SERVER_NAMES else []
+    if reachable(alias):
+        # "default" too: Django's test setup makes every other alias depend on it.
+        marks.append(
+            pytest.mark.django_db(
+                databases=["default", alias], transaction=True, available_apps=["django_simba"]
+            )
+        )
+    return marks
+
+
+def each_alias() -> list[Any]:
+    """``parametrize("alias", each_alias())``: one test per database."""
+    return [pytest.param(alias, marks=on(alias), id=alias) for alias in ALIASES]
+
+
+@pytest.fixture
+def alias(request: pytest.FixtureRequest) -> str:
+    """The test's alias (its parameter, or its class's ``alias``), its server checked."""
+    name: str = getattr(request, "param", None) or request.cls.alias
+    if not reachable(name):
+        server_missing(SERVER_NAMES[name])
+    return name
+
+
+@pytest.fixture
+def make_backend(alias: str) -> Iterator[Callable[..., DatabaseBackend]]:
+    """Build backends on the test's alias; every one is closed after the test."""
+    built: list[DatabaseBackend] = []
+
+    def make(timeout: float = 5.0, **options: Any) -> DatabaseBackend:
+        backend = DatabaseBackend({"alias": alias, **options}, timeout=timeout)
+        built.append(backend)
+        return backend
+
+    yield make
+    for backend in built:
+        backend.close()
+
+
+@pytest.fixture
+def backend(make_backend: Callable[..., DatabaseBackend]) -> DatabaseBackend:
+    return make_backend()
+
+
+@pytest.fixture
+def outsider(alias: str) -> Iterator[Outsider]:
+    """Another client of the same database (a connection of its own), for locks and probes."""
+    other = Outsider(alias)
+    yield other
+    other.close()
+
+
+class Outsider:
+    """A separate connection that takes locks and reads state the way another process would."""
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+        settings_dict = dict(connections[alias].settings_dict)
+        self.wrapper: BaseDatabaseWrapper = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(
+            settings_dict, alias
+        )
+        self.wrapper.ensure_connection()
+        self.raw = self.wrapper.connection
+        self.vendor = self.wrapper.vendor
+        if self.vendor == "sqlite":
+            self.raw.isolation_level = None
+        elif self.vendor == "mysql":
+            self.raw.autocommit(True)
+        else:
+            self.raw.autocommit = True
+        self._lock = threading.Lock()
+
+    @property
+    def placeholder(self) -> str:
+        return "?" if self.vendor == "sqlite" else "%s"
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run ``sql`` written with ``%s`` placeholders (translated for SQLite)."""
+        if self.vendor == "sqlite":
+            sql = sql.replace("%s", "?")
+        with self._lock:
+            cursor = self.raw.cursor()
+            try:
+                cursor.execute(sql, params)
+                return list(cursor.fetchall()) if cursor.description else []
+            finally:
+                cursor.close()
+
+    def begin(self) -> None:
+        self.execute("BEGIN IMMEDIATE" if self.vendor == "sqlite" else "BEGIN")
+
+    def commit(self) -> None:
+        self.execute("COMMIT")
+
+    def rollback(self) -> None:
+        self.execute("ROLLBACK")
+
+    def now_ms(self) -> str:
+        """SQL for the database's clock in epoch milliseconds."""
+        if self.vendor == "postgresql":
+            return "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+        if self.vendor == "mysql":
+            return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
+        return "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
+
+    def share_lock_session(self, session_id: str) -> None:
+        """Read a session row in share mode, as a take-over does (inside :meth:`begin`)."""
+        if self.vendor == "postgresql":
+            self.execute("SELECT 1 FROM simba_session WHERE session_id = %s FOR SHARE", (session_id,))
+        elif self.vendor == "mysql":
+            self.execute(
+                "SELECT 1 FROM simba_session WHERE session_id = %s LOCK IN SHARE MODE", (session_id,)
+            )
+
+    def lock_session(self, session_id: str) -> None:
+        """Lock a session row for update, as its keep-alive does (inside :meth:`begin`)."""
+        self.execute("UPDATE simba_session SET expires_at = expires_at WHERE session_id = %s", (session_id,))
+
+    def lock_waiters(self) -> int:
+        """How many other connections wait for a row lock (0 on SQLite, which cannot tell)."""
+        if self.vendor == "postgresql":
+            rows = self.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+        elif self.vendor == "mysql":
+            rows = self.execute(
+                "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'"
+            )
+        else:
+            return 0
+        return int(rows[0][0])
+
+    def close(self) -> None:
+        if self.raw is not None:
+            try:
+                if self.vendor == "sqlite" and self.raw.in_transaction:
+                    self.raw.execute("ROLLBACK")
+                self.raw.close()
+            finally:
+                self.raw = None
+                self.wrapper.connection = None

@@ -1,0 +1,174 @@
+"""The backend's own connections: pooled, replaced when they fail, bounded in time, fork-safe."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from django_simba.backends.database import DatabaseBackend
+from django_simba.spi import BackendTimeout, BackendUnavailable, ConfigurationError, SessionExpired
+from django_simba.testing import wait_until
+
+from .conftest import Outsider, each_alias, on
+from .proxy import FreezableProxy
+
+servers = pytest.mark.parametrize(
+    "alias",
+    [pytest.param(alias, marks=on(alias), id=alias) for alias in ("postgresql", "mysql")],
+    indirect=True,
+)
+
+
+def server_pid(backend: DatabaseBackend) -> Any:
+    """The server-side id of the backend's (single) idle connection."""
+    (link,) = backend._pool._idle
+    return link.raw.info.backend_pid if backend.dialect.vendor == "postgresql" else link.raw.thread_id()
+
+
+def server_connections(outsider: Outsider) -> int:
+    if outsider.vendor == "postgresql":
+        sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+    else:
+        sql = "SELECT count(*) FROM information_schema.processlist WHERE db = DATABASE()"
+    return int(outsider.execute(sql)[0][0])
+
+
+def point_at(backend: DatabaseBackend, host: str, port: int) -> None:
+    """Make the backend connect to another address (its alias stays the test's)."""
+    backend._settings = {**backend._settings, "HOST": host, "PORT": str(port)}
+
+
+def test_bad_options_are_configuration_errors() -> None:
+    with pytest.raises(ConfigurationError, match=r"not in settings\.DATABASES"):
+        DatabaseBackend({"alias": "nowhere"})
+    with pytest.raises(ConfigurationError, match="unknown database backend options"):
+        DatabaseBackend({"alias": "sqlite", "url": "x"})
+    with pytest.raises(ConfigurationError, match="max_idle_connections"):
+        DatabaseBackend({"alias": "sqlite", "max_idle_connections": -1})
+
+
+@pytest.mark.parametrize("alias", each_alias(), indirect=True)
+def test_an_id_this_backend_never_issued_is_expired_without_io(backend: DatabaseBackend) -> None:
+    for bad in ("", "x" * 33, "not-an-id", "é" * 8):
+        with pytest.raises(SessionExpired):
+            backend.keep_alive(bad, 30)
+        with pytest.raises(SessionExpired):
+            backend.acquire(bad, "a.name")
+        backend.release(bad, "a.name")
+        backend.close_session(bad)
+    assert backend.traffic.round_trips == 0
+
+
+@servers
+def test_close_closes_every_connection(backend: DatabaseBackend, outsider: Outsider) -> None:
+    baseline = server_connections(outsider)
+    sid = backend.open_session(30, "threads").session_id
+    barrier = threading.Barrier(6)
+
+    def work(n: int) -> None:
+        barrier.wait()
+        for _ in range(5):
+            backend.acquire(sid, f"pool.{n}")
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert 1 <= backend.connection_count() <= 4  # four idle at most; the others closed
+    wait_until(
+        lambda: server_connections(outsider) == baseline + backend.connection_count(),
+        5,
+        message="the connections beyond the idle ones closed",
+    )
+    backend.close()
+    assert backend.connection_count() == 0
+    wait_until(lambda: server_connections(outsider) == baseline, 5, message="connections closed")
+    # Usable again after close.
+    assert backend.keep_alive(sid, 30).owned == {f"pool.{n}": 1 for n in range(6)}
+
+
+@servers
+def test_a_connection_killed_by_the_server_is_replaced(backend: DatabaseBackend, outsider: Outsider) -> None:
+    sid = backend.open_session(30, "killed").session_id
+    killed = server_pid(backend)
+    if outsider.vendor == "postgresql":
+        outsider.execute("SELECT pg_terminate_backend(%s)", (killed,))
+    else:
+        outsider.execute(f"KILL {int(killed)}")
+    assert backend.keep_alive(sid, 30).owned == {}
+    assert server_pid(backend) != killed
+    backend.close_session(sid)
+
+
+@servers
+def test_a_server_that_stops_answering_times_out(
+    alias: str, make_backend: Callable[..., DatabaseBackend]
+) -> None:
+    settings = connections[alias].settings_dict
+    proxy = FreezableProxy(settings["HOST"], int(settings["PORT"]))
+    try:
+        backend = make_backend(timeout=1.0)
+        point_at(backend, "127.0.0.1", proxy.port)
+        sid = backend.open_session(30, "behind a proxy").session_id
+        proxy.freeze()
+        started = time.monotonic()
+        with pytest.raises(BackendTimeout):
+            backend.keep_alive(sid, 30)
+        assert time.monotonic() - started < 2.0
+        assert backend.connection_count() == 0  # the stuck connection is gone
+    finally:
+        proxy.close()
+
+
+@servers
+def test_an_unreachable_server_is_unavailable(make_backend: Callable[..., DatabaseBackend]) -> None:
+    backend = make_backend(timeout=1.0)
+    point_at(backend, "127.0.0.1", 1)
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailable):
+        backend.open_session(30, "nowhere")
+    assert time.monotonic() - started < 3
+
+
+@pytest.mark.parametrize("alias", each_alias(), indirect=True)
+def test_a_forked_child_never_touches_the_parents_connections(
+    backend: DatabaseBackend, outsider: Outsider
+) -> None:
+    name = f"fork.{uuid.uuid4().hex[:8]}"
+    parent = backend.open_session(30, "parent").session_id
+    (parents_link,) = backend._pool._idle
+    parents_raw = parents_link.raw
+    reading, writing = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, never return into pytest
+        status = 1
+        try:
+            backend.after_fork()
+            child = backend.open_session(30, "child").session_id
+            grant = backend.acquire(child, name)
+            backend.close_session(child)
+            os.write(writing, f"{grant.token if grant else 0} {backend.connection_count()}".encode())
+            backend.close()
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(writing)
+    _, status = os.waitpid(pid, 0)
+    report = os.read(reading, 100).decode()
+    os.close(reading)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert report == "1 1"
+    # The parent's connection was neither closed nor used by the child: it still works.
+    grant = backend.acquire(parent, name)
+    assert grant is not None and grant.token == 2
+    (link,) = backend._pool._idle
+    assert link.raw is parents_raw
+    backend.close_session(parent)
