@@ -142,6 +142,23 @@ class BackendTCK:
         for sid in (a, b):
             backend.close_session(sid)
 
+    def test_release_with_a_token_frees_only_that_term(self, backend: LeaseBackend, name: str) -> None:
+        sid = backend.open_session(self.long_lease, "holder").session_id
+        first = backend.acquire(sid, name)
+        assert first is not None
+        backend.release(sid, name, first.token)
+        second = backend.acquire(sid, name)
+        assert second is not None and second.token > first.token
+        backend.release(sid, name, first.token)  # a late release of the old term: no effect
+        info = backend.owner(name)
+        assert info is not None and info.session_id == sid and info.token == second.token
+        assert backend.keep_alive(sid, self.long_lease).owned == {name: second.token}
+        backend.release(sid, name, second.token)
+        assert backend.owner(name) is None
+        with pytest.raises(ValueError):
+            backend.release(sid, name, 0)
+        backend.close_session(sid)
+
     def test_twenty_threads_one_holder_per_term(self, backend: LeaseBackend, name: str) -> None:
         sessions = [backend.open_session(self.long_lease, f"t{i}").session_id for i in range(20)]
         holders_by_token: dict[int, list[str]] = {}

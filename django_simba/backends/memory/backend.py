@@ -173,11 +173,13 @@ class MemoryBackend(LeaseBackend):
                 session.leases.add(name)
             return Grant(name, lease.token, session.expires_at - now)
 
-    def _release(self, session_id: str, name: str) -> None:
+    def _release(self, session_id: str, name: str, token: int | None) -> None:
         with self._mutex:
             self.calls += 1
             lease = self._lease_rows.get(name)
             if lease is None or lease.session_id != session_id:
+                return
+            if token is not None and lease.token != token:
                 return
             lease.session_id = ""
             session = self._session_rows.get(session_id)

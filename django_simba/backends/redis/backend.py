@@ -184,10 +184,10 @@ class RedisBackend(LeaseBackend):
         with translated("acquire", self.timeout):
             return self.store.acquire(session_id, name)
 
-    def _release(self, session_id: str, name: str) -> None:
+    def _release(self, session_id: str, name: str, token: int | None) -> None:
         if _SESSION_ID.match(session_id):
             with translated("release", self.timeout):
-                self.store.release(session_id, name)
+                self.store.release(session_id, name, token or 0)
 
     def _owner(self, name: str) -> LeaseInfo | None:
         with translated("owner", self.timeout):

@@ -155,8 +155,14 @@ class ClusterStore(BaseStore):
             raise BackendTimeout(f"acquire of {name!r} answered after its session's remaining time")
         return Grant(name, token, seconds(min(session_ms, lease_remaining_ms)))
 
-    def release(self, session_id: str, name: str) -> None:
+    def release(self, session_id: str, name: str, token: int = 0) -> None:
         sent = self.clock()
+        if token:
+            # Only that term: a newer term of the session keeps its index entry (and its renewals).
+            if int(self.scripting.run(SLOT_RELEASE, [lease_key(name)], [session_id, token])):
+                self._check_budget(sent, "release")
+                self.scripting.command("ZREM", session_leases_key(session_id), name)
+            return
         self.scripting.command("ZREM", session_leases_key(session_id), name)
         self._check_budget(sent, "release")
         self.scripting.run(SLOT_RELEASE, [lease_key(name)], [session_id, 0])

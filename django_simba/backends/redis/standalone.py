@@ -69,8 +69,8 @@ class StandaloneStore(BaseStore):
             require_replicas(acknowledged, self.wait_replicas, name)
         return Grant(name, token, remaining)
 
-    def release(self, session_id: str, name: str) -> None:
-        self._release(session_id, name, 0)
+    def release(self, session_id: str, name: str, token: int = 0) -> None:
+        self._release(session_id, name, token)
 
     def _release(self, session_id: str, name: str, token: int) -> None:
         keys = [lease_key(name), session_leases_key(session_id)]

@@ -117,11 +117,11 @@ class ZookeeperBackend(LeaseBackend):
             self._forget(session)
             raise
 
-    def _release(self, session_id: str, name: str) -> None:
+    def _release(self, session_id: str, name: str, token: int | None) -> None:
         with self._mutex:
             session = self._by_id.get(session_id)
         if session is not None:
-            session.release(name, self._deadline())
+            session.release(name, self._deadline(), token)
 
     def _owner(self, name: str) -> LeaseInfo | None:
         return self._observer.owner(name, self._deadline())

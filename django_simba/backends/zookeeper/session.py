@@ -352,8 +352,11 @@ class ZkSession:
         self._record(name, stat.czxid, seq)
         return Grant(name, stat.czxid, self.remaining())
 
-    def release(self, name: str, deadline: Deadline) -> None:
-        """Delete the lease node if this session owns it. A session that ended holds nothing."""
+    def release(self, name: str, deadline: Deadline, token: int | None = None) -> None:
+        """Delete the lease node if this session owns it (and, with ``token``, it is that term).
+
+        A session that ended holds nothing.
+        """
         if self.ended_because:
             return
         path = self.layout.lease(name)
@@ -364,7 +367,10 @@ class ZkSession:
             result, _ = self._send(lambda: self.client.exists_async(path))
             self._wait(synced, deadline, f"syncing {path}")
             stat = self._wait(result, deadline, f"reading {path}")
-            if stat is not None and stat.ephemeralOwner == self.zk_id:
+            ours = stat is not None and stat.ephemeralOwner == self.zk_id
+            if ours and token is not None and stat.czxid != token:
+                return  # a newer term of this session: not the one to free
+            if ours:
                 # ZooKeeper cannot make a delete conditional on the owner: this check comes first
                 result, _ = self._send(lambda: self.client.delete_async(path))
                 with contextlib.suppress(NoNodeError):

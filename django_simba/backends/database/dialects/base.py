@@ -147,7 +147,9 @@ class Dialect(ABC):
     def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired: ...
 
     @abstractmethod
-    def release(self, ex: Executor, session_id: str, name: str) -> bool: ...
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool:
+        """Free ``name`` if ``session_id`` holds it (only term ``token`` unless it is 0)."""
+        ...
 
     @abstractmethod
     def force_release(self, ex: Executor, name: str) -> bool:

@@ -76,7 +76,10 @@ SELECT (SELECT expires_at - {NOW} FROM simba_session WHERE session_id = %(sid)s)
        (SELECT token FROM simba_lease WHERE name = %(name)s AND session_id = %(sid)s)
 """
 
-RELEASE = "UPDATE simba_lease SET session_id = '' WHERE name = %(name)s AND session_id = %(sid)s"
+RELEASE = (
+    "UPDATE simba_lease SET session_id = '' WHERE name = %(name)s AND session_id = %(sid)s"
+    " AND (%(token)s = 0 OR token = %(token)s)"
+)
 
 HOLDER_FOR_UPDATE = f"""
 SELECT EXISTS (
@@ -229,8 +232,8 @@ class MysqlDialect(Dialect):
             return Acquired(None, None)
         return Acquired(int(remaining), None if token is None else int(token))
 
-    def release(self, ex: Executor, session_id: str, name: str) -> bool:
-        return ex.run(RELEASE, {"sid": session_id, "name": name}).rowcount > 0
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool:
+        return ex.run(RELEASE, {"sid": session_id, "name": name, "token": token}).rowcount > 0
 
     def force_release(self, ex: Executor, name: str) -> bool:
         holder, _ = ex.run_batch([HOLDER_FOR_UPDATE, FREE_LEASE], {"name": name}, atomic=True)

@@ -93,7 +93,8 @@ SELECT (SELECT remaining FROM live),
 
 RELEASE = f"""
 WITH freed AS (
-    UPDATE simba_lease SET session_id = '' WHERE name = %(name)s AND session_id = %(sid)s
+    UPDATE simba_lease SET session_id = ''
+    WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)
     RETURNING name
 )
 SELECT name, pg_notify('{CHANNEL}', '{RELEASED_PREFIX}' || name) FROM freed
@@ -200,6 +201,7 @@ PARAMETER_TYPES = {
     "high": "varchar",
     "ids": "varchar[]",
     "lease": "bigint",
+    "token": "bigint",
     "limit": "bigint",
 }
 
@@ -339,8 +341,8 @@ class PostgresqlDialect(Dialect):
         remaining, token = decided.rows[0]
         return Acquired(None if remaining is None else int(remaining), None if token is None else int(token))
 
-    def release(self, ex: Executor, session_id: str, name: str) -> bool:
-        return bool(ex.run(RUN["RELEASE"], {"sid": session_id, "name": name}).rows)
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool:
+        return bool(ex.run(RUN["RELEASE"], {"sid": session_id, "name": name, "token": token}).rows)
 
     def force_release(self, ex: Executor, name: str) -> bool:
         was_live, _ = ex.run(RUN["FORCE_RELEASE"], {"name": name}).rows[0]

@@ -55,7 +55,10 @@ SELECT (SELECT expires_at - {NOW} FROM simba_session WHERE session_id = :sid AND
        (SELECT token FROM simba_lease WHERE name = :name AND session_id = :sid)
 """
 
-RELEASE = "UPDATE simba_lease SET session_id = '' WHERE name = :name AND session_id = :sid"
+RELEASE = (
+    "UPDATE simba_lease SET session_id = '' WHERE name = :name AND session_id = :sid"
+    " AND (:token = 0 OR token = :token)"
+)
 
 HOLDER = f"""
 SELECT EXISTS (
@@ -196,8 +199,8 @@ class SqliteDialect(Dialect):
             return Acquired(None, None)
         return Acquired(int(remaining), None if token is None else int(token))
 
-    def release(self, ex: Executor, session_id: str, name: str) -> bool:
-        return ex.run(RELEASE, {"sid": session_id, "name": name}).rowcount > 0
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool:
+        return ex.run(RELEASE, {"sid": session_id, "name": name, "token": token}).rowcount > 0
 
     def force_release(self, ex: Executor, name: str) -> bool:
         holder, _ = ex.run_batch([HOLDER, FREE_LEASE], {"name": name}, atomic=True)
