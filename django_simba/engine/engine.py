@@ -212,6 +212,7 @@ class Engine:
         )
 
     def _on_opened(self, sent: float, outcome: Outcome[OpenedSession]) -> None:
+        sent = outcome.sent_at(sent)
         with self._mutex:
             self._opening = False
             if outcome.error is not None or outcome.value is None:
@@ -272,6 +273,7 @@ class Engine:
             )
 
     def _on_kept_alive(self, session_id: str, sent: float, outcome: Outcome[Renewal]) -> None:
+        sent = outcome.sent_at(sent)
         with self._mutex:
             session = self._session
             if session is None or session.id != session_id:
@@ -302,11 +304,14 @@ class Engine:
 
     def _reconcile(self, session_id: str, sent: float, renewal: Renewal, deadline: float | None) -> None:
         """Match a keep-alive reply against local terms: extend, end lost ones, free orphans."""
+        now = self.now()
         for slot in self._slots.values():
             term = slot.term
             if term is None:
                 continue
-            if renewal.owned.get(slot.name) == term.token:
+            if term._deadline <= now:
+                self._lapse(slot, session_id)  # a lapsed term is never extended back to life
+            elif renewal.owned.get(slot.name) == term.token:
                 if deadline is not None:
                     term._extend(deadline)
             elif slot.granted_at < sent:
@@ -315,10 +320,38 @@ class Engine:
                 self._kick(slot)
         for name, token in renewal.owned.items():
             slot = self._slot(name)
-            held = slot.term is not None and slot.term.token == token
-            if not held and slot.busy is None:
-                # Ours on the backend, nobody's here (a reply lost, a failed release): free it.
-                self._release_in_background(slot, session_id)
+            if slot.busy is not None or token < slot.last_token:
+                continue  # in flight, or a listing older than a term we since gave back
+            if slot.term is not None and slot.term.token >= token:
+                continue  # held here, with this term or a newer one
+            # Ours on the backend, nobody's here (a reply lost, a failed release): free that term.
+            self._release_in_background(slot, session_id, token)
+
+    def _lapse(self, slot: Slot, session_id: str) -> None:
+        """A term's own deadline passed without renewal: end it and give the name back."""
+        term = slot.term
+        if term is None:
+            return
+        self._end_term(slot, EndReason.DEADLINE)
+        session = self._session
+        if session is not None and session.id == session_id and slot.busy is None:
+            self._release_in_background(slot, session_id, term.token)
+        else:
+            self._kick(slot)
+
+    def _arm_term(self, slot: Slot, term: Term) -> None:
+        """Call back at the term's deadline, so it ends on time even if the session lives on."""
+
+        def check() -> None:
+            with self._mutex:
+                if slot.term is not term:
+                    return
+                if self.now() >= term._deadline:
+                    self._lapse(slot, term.session_id)
+                else:
+                    self._arm_term(slot, term)
+
+        self.runtime.call_later(term._deadline - self.now(), check)
 
     def _check_deadline(self, session_id: str) -> None:
         with self._mutex:
@@ -417,6 +450,7 @@ class Engine:
 
     def _on_acquired(self, slot: Slot, session_id: str, sent: float, outcome: Outcome[Grant | None]) -> None:
         """Handle an acquire's reply (mutex held)."""
+        sent = outcome.sent_at(sent)
         slot.busy = None
         session = self._session
         if session is None or session.id != session_id:
@@ -442,7 +476,7 @@ class Engine:
             return
         if grant.token <= slot.last_token:
             # The backend still has our previous term (its release failed): free it, then retry.
-            self._release_in_background(slot, session_id)
+            self._release_in_background(slot, session_id, grant.token)
             return
         slot.last_token = grant.token
         slot.backoff = FIRST_POLL_DELAY
@@ -453,12 +487,13 @@ class Engine:
             contender = slot.waiting.popleft()
             slot.holder, slot.term, slot.granted_at = contender, term, self.now()
             if contender._granted(term):
+                self._arm_term(slot, term)
                 if not slot.waiting:
                     self._unwatch(slot)
                 self._notify_term_started(contender.kind, term)
                 return
         slot.holder = slot.term = None  # every waiter gave up meanwhile
-        self._release_in_background(slot, session_id)
+        self._release_in_background(slot, session_id, grant.token)
 
     def _retry_later(self, slot: Slot, delay: float) -> None:
         if slot.waiting and slot.timer is None:
@@ -511,12 +546,12 @@ class Engine:
         kind = holder.kind
         self._notify_observers(lambda o: o.term_ended(kind, term, reason))
 
-    def _release_in_background(self, slot: Slot, session_id: str) -> None:
+    def _release_in_background(self, slot: Slot, session_id: str, token: int) -> None:
         slot.busy = "release"
         name = slot.name
         self.runtime.submit(
             CONTEND_LANE,
-            lambda: self.backend.release(session_id, name),
+            lambda: self.backend.release(session_id, name, token),
             lambda outcome: self._on_released(slot, outcome),
         )
 
@@ -572,7 +607,7 @@ class Engine:
                 return
             slot.busy = "release"
         try:
-            self.backend.release(term.session_id, term.name)
+            self.backend.release(term.session_id, term.name, term.token)
             outcome: Outcome[None] = Outcome()
         except Exception as error:
             outcome = Outcome(error=error)
@@ -589,7 +624,7 @@ class Engine:
             if session is None or session.id != term.session_id:
                 self._kick(slot)
                 return
-            self._release_in_background(slot, term.session_id)
+            self._release_in_background(slot, term.session_id, term.token)
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
         return self.runtime.call_later(delay, fn)

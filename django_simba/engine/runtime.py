@@ -35,6 +35,12 @@ class Outcome(Generic[T]):
 
     value: T | None = None
     error: BaseException | None = None
+    #: When the call left (the runtime's clock): a call may wait on its lane before it is sent.
+    started: float | None = None
+
+    def sent_at(self, queued_at: float) -> float:
+        """When the request was sent: deadlines count from then, not from when it was queued."""
+        return queued_at if self.started is None else self.started
 
     @property
     def ok(self) -> bool:
@@ -190,10 +196,11 @@ class ThreadRuntime:
             return
 
         def job() -> None:
+            started = self._clock()
             try:
-                outcome: Outcome[T] = Outcome(value=call())
+                outcome: Outcome[T] = Outcome(value=call(), started=started)
             except Exception as error:
-                outcome = Outcome(error=error)
+                outcome = Outcome(error=error, started=started)
             on_done(outcome)
 
         worker.jobs.put(job)

@@ -72,7 +72,7 @@ class VirtualRuntime:
         return self._random
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
-        return self._at(self.clock + max(0.0, delay), fn)
+        return self._at(self.now() + max(0.0, delay), fn)
 
     def submit(self, lane: str, call: Callable[[], T], on_done: Callable[[Outcome[T]], None]) -> None:
         if not self.running:
@@ -88,7 +88,7 @@ class VirtualRuntime:
                 self.callback_errors += 1
                 logger.exception("callback raised")
 
-        self._at(self.clock, run)
+        self._at(self.now(), run)
 
     def start(self) -> None:
         self.running = True
@@ -107,14 +107,14 @@ class VirtualRuntime:
 
     def _send(self, lane: str, call: Callable[[], T], on_done: Callable[[Outcome[T]], None]) -> None:
         fate = self.plan(lane)
-        sent = self.clock
+        sent = self.now()
         result: list[Outcome[T]] = []
 
         def apply() -> None:
             try:
-                result.append(Outcome(value=call()))
+                result.append(Outcome(value=call(), started=sent))
             except Exception as error:
-                result.append(Outcome(error=error))
+                result.append(Outcome(error=error, started=sent))
 
         def finish(outcome: Outcome[T]) -> None:
             self._busy.discard(lane)
@@ -122,10 +122,10 @@ class VirtualRuntime:
             self._pump(lane)
 
         def timed_out() -> None:
-            finish(Outcome(error=BackendTimeout(f"no reply within {self.timeout} s")))
+            finish(Outcome(error=BackendTimeout(f"no reply within {self.timeout} s"), started=sent))
 
         if not fate.lose_request:
-            self._at(sent + fate.request_delay, apply)
+            self._deliver(sent + fate.request_delay, apply)
         answered_at = sent + fate.request_delay + fate.reply_delay
         if fate.lose_request or fate.lose_reply or answered_at - sent > self.timeout:
             self._at(sent + self.timeout, timed_out)
@@ -138,14 +138,22 @@ class VirtualRuntime:
             return
         self._busy.add(lane)
         job = queue.popleft()
-        self._at(self.clock, job)
+        self._at(self.now(), job)
 
-    # -- driving ----------------------------------------------------------------------------
+    # -- scheduling (the simulation overrides these two to share one world clock) ----------
 
-    def _at(self, when: float, fn: Callable[[], None]) -> _Event:
+    def _at(self, when: float, fn: Callable[[], None]) -> Timer:
+        """Run ``fn`` in this process at local time ``when``."""
         event = _Event(fn)
         heapq.heappush(self._events, (when, next(self._sequence), event))
         return event
+
+    def _deliver(self, when: float, fn: Callable[[], None]) -> None:
+        """Apply a request on the backend at local time ``when``: not this process's work, so
+        a simulation runs it even while the process is paused or after it crashed."""
+        self._at(when, fn)
+
+    # -- driving ----------------------------------------------------------------------------
 
     def step(self) -> bool:
         """Run the next event; False when there is none."""
