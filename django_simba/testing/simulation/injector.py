@@ -1,0 +1,131 @@
+"""Applies the planned episodes to the world as their start and end come due."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...spi import Notification, NotificationKind
+from .faults import Episode, FaultKind
+
+if TYPE_CHECKING:
+    from .process import SimProcess
+    from .world import World
+
+#: Episodes the network carries out.
+NETWORK_KINDS = frozenset(
+    {FaultKind.LOSSY_NETWORK, FaultKind.SLOW_NETWORK, FaultKind.LATE_WRITES, FaultKind.LOST_NOTIFICATIONS}
+)
+
+
+class Injector:
+    """Starts and ends each episode; a crash or a resignation picks a leader when there is one."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self._resigned: dict[Episode, tuple[SimProcess, str]] = {}
+
+    def _target(self, episode: Episode) -> SimProcess | None:
+        return None if episode.slot is None else self.world.slots[episode.slot]
+
+    def begin(self, episode: Episode) -> None:
+        world, kind = self.world, episode.kind
+        world.faults[f"episode: {kind.value}"] += 1
+        world.trace.add(
+            world.now, "FAULT", "%s begins (slot %s, until %.3f)", kind.value, episode.slot, episode.end
+        )
+        target = self._target(episode)
+        if kind in NETWORK_KINDS:
+            world.network.begin(episode)
+        elif kind is FaultKind.PAUSE:
+            if target is not None:
+                world.pause(target, episode.end - episode.start)
+        elif kind is FaultKind.CRASH:
+            self._crash(episode, target)
+        elif kind is FaultKind.RESIGN:
+            self._resign(episode, target)
+        elif kind is FaultKind.BACKEND_RESTART:
+            world.backend_down = True
+            world.faults["backend restart"] += 1
+        elif kind is FaultKind.TOKEN_RESET:
+            world.model.lose_everything()
+        elif kind is FaultKind.SESSIONS_LOST:
+            world.model.lose_sessions()
+        elif kind is FaultKind.CLOCK_STEP:
+            world.backend_offset += episode.strength * world.config.lease
+
+    def end(self, episode: Episode) -> None:
+        world, kind = self.world, episode.kind
+        world.trace.add(world.now, "FAULT", "%s ends (slot %s)", kind.value, episode.slot)
+        if kind in NETWORK_KINDS:
+            world.network.end(episode)
+        elif kind is FaultKind.PAUSE:
+            target = self._target(episode)
+            if target is not None and target.paused:
+                world.resume(target)
+        elif kind is FaultKind.CRASH:
+            for slot, process in enumerate(world.slots):
+                if process is None:
+                    world.spawn(slot)
+        elif kind is FaultKind.RESIGN:
+            resigned = self._resigned.pop(episode, None)
+            if resigned is not None and not resigned[0].crashed:
+                process, name = resigned
+                world.current = process
+                world.ran.append(process)
+                process.app.stand(name)
+        elif kind is FaultKind.BACKEND_RESTART:
+            world.backend_down = False
+            world.notify(Notification(NotificationKind.RESYNC))  # the channel reconnected
+
+    def _leaders(self) -> list[tuple[SimProcess, str]]:
+        world = self.world
+        return [(p, name) for p in world.alive for name in world.config.names if p.app.believed(name)]
+
+    def _crash(self, episode: Episode, target: SimProcess | None) -> None:
+        """Crash a leader most of the time, else the episode's slot.
+
+        The take-over is held to the bound only when no other episode (or its
+        after-effects) touches the window, and a candidate is ready: running, with a
+        session live on the backend.
+        """
+        world = self.world
+        leaders = self._leaders()
+        if leaders and world.rng.random() < 0.8:
+            target = world.rng.choice(leaders)[0]
+        if target is None:
+            return
+        config = world.config
+        window_end = world.now + config.takeover_bound
+        disturbed = any(
+            other is not episode and other.touches(world.now, window_end, config.settle)
+            for other in world.episodes
+        )
+        ready = any(
+            p is not target and not p.paused and self._live_on_backend(p.engine.session_id)
+            for p in world.alive
+        )
+        world.crash(target, checked=ready and not disturbed)
+
+    def _resign(self, episode: Episode, target: SimProcess | None) -> None:
+        """A leader (or, without one, the episode's slot) steps down from one name."""
+        world = self.world
+        leaders = self._leaders()
+        if leaders:
+            process, name = world.rng.choice(leaders)
+        elif target is not None:
+            process, name = target, world.rng.choice(world.config.names)
+        else:
+            return
+        world.current = process
+        world.ran.append(process)
+        if process.app.resign(name):
+            self._resigned[episode] = (process, name)
+            world.faults["resign"] += 1
+            world.trace.add(world.now, process.label, "resigns from %s", name)
+        world.current = None
+
+    def _live_on_backend(self, session_id: str | None) -> bool:
+        world = self.world
+        if session_id is None or world.backend_down:
+            return False
+        return any(s.session_id == session_id and s.remaining > 0 for s in world.model.sessions())

@@ -1,0 +1,102 @@
+"""The deterministic simulation (SPEC 8): seeds keep every invariant; the premises break them.
+
+``SIMBA_SIM_SEEDS`` sets how many seeds the sweep runs (default 2000), ``SIMBA_SIM_JOBS``
+how many worker processes run them (default: 2, or 1 on a single core).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from django_simba.testing.simulation import Premise, SimulationConfig
+from django_simba.testing.simulation.batch import Summary, run_seeds
+from django_simba.testing.simulation.cli import format_summary
+from django_simba.testing.simulation.faults import FaultKind
+from django_simba.testing.simulation.invariants import (
+    STALE_WRITE,
+    SUPERSEDED_LEADER,
+    TOKEN_NOT_INCREASING,
+    TWO_LEADERS,
+)
+
+SEEDS = int(os.environ.get("SIMBA_SIM_SEEDS", "2000"))
+JOBS = int(os.environ.get("SIMBA_SIM_JOBS", str(min(2, os.cpu_count() or 1))))
+PREMISE_SEEDS = 60
+
+#: First violations whose cause is known and accepted. Empty: the issues the simulation found
+#: (a held name freed by a late keep-alive reply or a late release, a lapsed term revived) are
+#: fixed, and their scripted scenarios in test_engine_findings.py guard against their return.
+KNOWN_ENGINE_ISSUES: frozenset[str] = frozenset()
+
+
+def explain(summary: Summary, config: SimulationConfig) -> str:
+    return "\n\n".join([format_summary(summary, config, jobs=JOBS), *summary.reports])
+
+
+@pytest.fixture(scope="module")
+def sweep() -> Summary:
+    return run_seeds(range(SEEDS), SimulationConfig(seed=0), jobs=JOBS)
+
+
+@pytest.mark.slow
+def test_no_seed_breaks_an_invariant_beyond_the_known_engine_issues(sweep: Summary):
+    assert sweep.seeds == SEEDS
+    first = sweep.first_violation
+    unexplained = {seed: kind for seed, kind in first.items() if kind not in KNOWN_ENGINE_ISSUES}
+    assert not unexplained, explain(sweep, SimulationConfig(seed=0))
+
+
+@pytest.mark.slow
+def test_the_sweep_injects_every_fault_and_measures_take_overs(sweep: Summary):
+    if SEEDS < 1000:
+        pytest.skip("too few seeds to expect every kind of fault")
+    config = SimulationConfig(seed=0)
+    premise_kinds = {FaultKind.TOKEN_RESET, FaultKind.CLOCK_STEP, FaultKind.SESSIONS_LOST}
+    for kind in set(FaultKind) - premise_kinds:
+        assert sweep.faults[f"episode: {kind.value}"] > 0, kind
+    effects = (
+        "lost request", "lost reply", "request applied after the timeout", "reply past the timeout",
+        "reply later than the renew interval", "pause longer than the lease", "crash", "drifting clock",
+        "backend restart", "lost notification", "late write", "resign",
+    )
+    for effect in effects:
+        assert sweep.faults[effect] > 0, effect
+    assert not any(k.value in sweep.faults for k in premise_kinds)
+    assert sweep.takeovers_checked >= SEEDS // 10
+    assert sweep.worst_checked_takeover.seconds <= config.takeover_bound
+    assert sweep.recoveries >= SEEDS // 10
+    assert sweep.writes_rejected > 0  # stale leaders did write, and fencing refused them
+
+
+# -- premises: what no client can prevent -------------------------------------------------------
+
+PREMISES = [
+    # the backend forgot its tokens: they go down, and fencing lets a superseded writer through
+    (Premise.TOKEN_RESET, {TOKEN_NOT_INCREASING, STALE_WRITE}),
+    # live sessions expire at once on the backend while their holders still trust their deadlines
+    (Premise.CLOCK_STEP, {TWO_LEADERS, SUPERSEDED_LEADER}),
+    (Premise.SESSIONS_LOST, {TWO_LEADERS, SUPERSEDED_LEADER}),
+    # a clock slower than DRIFT allows trusts a term past its expiry on the backend
+    (Premise.DRIFT_EXCEEDED, {TWO_LEADERS, SUPERSEDED_LEADER}),
+]
+
+
+@pytest.mark.parametrize(("premise", "expected"), PREMISES, ids=[p.value for p, _ in PREMISES])
+def test_each_premise_breaks_the_invariants_it_must(premise: Premise, expected: set[str]):
+    config = SimulationConfig(seed=0, premises=frozenset({premise}))
+    summary = run_seeds(range(PREMISE_SEEDS), config)
+    assert expected <= set(summary.violations), format_summary(summary, config)
+    if premise is not Premise.TOKEN_RESET:
+        # tokens survived: fencing still refuses every superseded writer
+        assert not {STALE_WRITE, TOKEN_NOT_INCREASING} & set(summary.violations)
+
+
+@pytest.mark.parametrize("premise", [Premise.CLOCK_STEP, Premise.SESSIONS_LOST], ids=lambda p: p.value)
+def test_the_premise_is_what_breaks_them(premise: Premise):
+    broken = run_seeds(range(20), SimulationConfig(seed=0, premises=frozenset({premise})))
+    assert len(broken.failing_seeds) >= 5
+    intact = run_seeds(broken.failing_seeds, SimulationConfig(seed=0))
+    unexplained = {s: k for s, k in intact.first_violation.items() if k not in KNOWN_ENGINE_ISSUES}
+    assert not unexplained, format_summary(intact, SimulationConfig(seed=0))
