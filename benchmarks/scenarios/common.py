@@ -1,0 +1,89 @@
+"""What the scenarios share: the run's profile, unique names, and results of one target."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How long and how often to measure; ``full`` is the reference, the others shrink it."""
+
+    name: str
+    rounds: int = 5
+    warmup: int = 200
+    iterations: int = 2000
+    counted_cycles: int = 50
+    contention_rounds: int = 3
+    contention_seconds: float = 10.0
+    keepalive_counts: tuple[int, ...] = (1, 100, 1000, 10000)
+    peer_keepalive_max: int = 1000
+    keepalive_calls: int = 10
+    clean_trials: int = 5
+    kill_trials: int = 3
+    takeover_ttl: float = 3.0
+    memory_leases: int = 10000
+    ttl: float = 15.0
+
+
+PROFILES = {
+    "full": Profile("full"),
+    "quick": Profile(
+        "quick",
+        rounds=3,
+        warmup=50,
+        iterations=300,
+        counted_cycles=20,
+        contention_rounds=1,
+        contention_seconds=2.0,
+        keepalive_counts=(1, 100, 1000, 10000),
+        peer_keepalive_max=100,
+        keepalive_calls=3,
+        clean_trials=2,
+        kill_trials=1,
+        takeover_ttl=2.0,
+        memory_leases=10000,
+    ),
+    # For the test suite: every scenario runs, each as briefly as it can still mean something.
+    "smoke": Profile(
+        "smoke",
+        rounds=2,
+        warmup=10,
+        iterations=50,
+        counted_cycles=5,
+        contention_rounds=1,
+        contention_seconds=0.5,
+        keepalive_counts=(1, 100, 1000),
+        peer_keepalive_max=100,
+        keepalive_calls=2,
+        clean_trials=1,
+        kill_trials=1,
+        takeover_ttl=1.5,
+        memory_leases=1000,
+    ),
+}
+
+
+def unique(prefix: str) -> str:
+    """A lease name no earlier run used (servers keep tokens of old names forever)."""
+    return f"bench.{prefix}.{uuid.uuid4().hex[:10]}"
+
+
+@dataclass
+class Outcome:
+    """One target's result in one scenario: measured values, or why there are none."""
+
+    target: str
+    values: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"target": self.target, **self.values, **({"error": self.error} if self.error else {})}
+
+
+def short_error(error: BaseException) -> str:
+    """The last line of a worker's traceback (the whole of it goes to the JSON)."""
+    text = str(error).strip().splitlines()
+    return text[-1][:200] if text else type(error).__name__
