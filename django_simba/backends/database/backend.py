@@ -326,9 +326,32 @@ class MysqlBackend(DatabaseBackend):
 
 
 class SqliteBackend(DatabaseBackend):
-    """SQLite (a file shared by the processes of one host): no notifications; the engine polls."""
+    """SQLite (a file shared by the processes of one host): no notifications; the engine polls.
+
+    The process's own calls take turns on a lock: left to SQLite's busy handler,
+    which sleeps and retries in no order, a thread cycling a lock can starve the
+    keep-alive thread of the same process until its session expires.
+    """
 
     vendor = "sqlite"
+
+    def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
+        super().__init__(options, timeout=timeout)
+        self._turn = threading.Lock()
+
+    def _run(self, operation: Callable[[Executor], T]) -> T:
+        if not self._turn.acquire(timeout=self.timeout):
+            raise BackendTimeout(
+                f"database {self.alias!r}: no turn for this process's SQLite call within {self.timeout:g} s"
+            )
+        try:
+            return super()._run(operation)
+        finally:
+            self._turn.release()
+
+    def after_fork(self) -> None:
+        super().after_fork()
+        self._turn = threading.Lock()  # another thread of the parent may have held it
 
 
 class PostgresqlBackend(DatabaseBackend):
