@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 Params = Mapping[str, Any]
 Row = tuple[Any, ...]
@@ -200,6 +200,90 @@ class Dialect(ABC):
     @abstractmethod
     def is_disconnect(self, error: BaseException) -> bool:
         """The connection is gone (the statement was not run, or its fate is unknown)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """A dialect's SQL for the operations that MySQL and SQLite perform alike."""
+
+    open_session: str
+    renew: str
+    owned: str
+    expired: str
+    sessions: str
+    take: str
+    taken: str
+    release: str
+    holder: str  # the holder's liveness, read (locked where the dialect can) before freeing
+    free_lease: str
+    owner: str
+    leases: str
+    leave: str
+    members: str
+    groups: str
+
+
+class StatementDialect(Dialect):
+    """A dialect whose common operations are one statement (or batch) each, named in ``sql``.
+
+    Subclasses give their :class:`Statements` and the operations that differ
+    (removing sessions, joining, error classification).
+    """
+
+    sql: ClassVar[Statements]
+
+    def open_session(self, ex: Executor, session_id: str, lease_ms: int, metadata: str) -> int:
+        ex.run(self.sql.open_session, {"sid": session_id, "lease": lease_ms, "metadata": metadata})
+        return lease_ms
+
+    def keep_alive(self, ex: Executor, session_id: str, lease_ms: int) -> Renewed:
+        renewed, owned = ex.run_batch(
+            [self.sql.renew, self.sql.owned], {"sid": session_id, "lease": lease_ms}, atomic=False
+        )
+        if renewed.rowcount != 1:
+            return Renewed(None, {})
+        return Renewed(lease_ms, {name: int(token) for name, token in owned.rows})
+
+    def expired_sessions(self, ex: Executor, limit: int) -> list[str]:
+        return [row[0] for row in ex.run(self.sql.expired, {"limit": limit}).rows]
+
+    def sessions(self, ex: Executor) -> list[Row]:
+        return ex.run(self.sql.sessions, {}).rows
+
+    def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired:
+        _, taken = ex.run_batch(
+            [self.sql.take, self.sql.taken], {"sid": session_id, "name": name}, atomic=True
+        )
+        remaining, token = taken.rows[0]
+        if remaining is None or remaining <= 0:
+            return Acquired(None, None)
+        return Acquired(int(remaining), None if token is None else int(token))
+
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool:
+        params = {"sid": session_id, "name": name, "token": token}
+        return ex.run(self.sql.release, params).rowcount > 0
+
+    def force_release(self, ex: Executor, name: str) -> bool:
+        holder, _ = ex.run_batch([self.sql.holder, self.sql.free_lease], {"name": name}, atomic=True)
+        return bool(holder.rows and holder.rows[0][0])
+
+    def owner(self, ex: Executor, name: str) -> Row | None:
+        rows = ex.run(self.sql.owner, {"name": name}).rows
+        return rows[0] if rows else None
+
+    def leases(self, ex: Executor, prefix: str) -> list[Row]:
+        low, high = prefix_range(prefix)
+        return ex.run(self.sql.leases, {"low": low, "high": high}).rows
+
+    def leave(self, ex: Executor, session_id: str, group: str) -> bool:
+        return ex.run(self.sql.leave, {"sid": session_id, "group": group}).rowcount > 0
+
+    def members(self, ex: Executor, group: str) -> list[Row]:
+        return ex.run(self.sql.members, {"group": group}).rows
+
+    def groups(self, ex: Executor, prefix: str) -> list[Row]:
+        low, high = prefix_range(prefix)
+        return ex.run(self.sql.groups, {"low": low, "high": high}).rows
 
 
 def prefix_range(prefix: str) -> tuple[str, str]:

@@ -14,16 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from .base import (
-    Acquired,
-    Dialect,
     Executor,
     Params,
     Removed,
-    Renewed,
     Result,
-    Row,
+    StatementDialect,
+    Statements,
     Traffic,
-    prefix_range,
 )
 
 # UTC epoch milliseconds without any time zone conversion (UNIX_TIMESTAMP(NOW()) would
@@ -168,8 +165,25 @@ class MysqlExecutor(Executor):
         return results[1:-1] if atomic else results
 
 
-class MysqlDialect(Dialect):
+class MysqlDialect(StatementDialect):
     vendor = "mysql"
+    sql = Statements(
+        open_session=OPEN_SESSION,
+        renew=RENEW,
+        owned=OWNED,
+        expired=EXPIRED,
+        sessions=SESSIONS,
+        take=TAKE,
+        taken=TAKEN,
+        release=RELEASE,
+        holder=HOLDER_FOR_UPDATE,
+        free_lease=FREE_LEASE,
+        owner=OWNER,
+        leases=LEASES,
+        leave=LEAVE,
+        members=MEMBERS,
+        groups=GROUPS,
+    )
 
     def executor(self, raw: Any, traffic: Traffic) -> Executor:
         return MysqlExecutor(raw, traffic)
@@ -201,66 +215,16 @@ class MysqlDialect(Dialect):
 
     # -- sessions ---------------------------------------------------------------------
 
-    def open_session(self, ex: Executor, session_id: str, lease_ms: int, metadata: str) -> int:
-        ex.run(OPEN_SESSION, {"sid": session_id, "lease": lease_ms, "metadata": metadata})
-        return lease_ms
-
-    def keep_alive(self, ex: Executor, session_id: str, lease_ms: int) -> Renewed:
-        renewed, owned = ex.run_batch([RENEW, OWNED], {"sid": session_id, "lease": lease_ms}, atomic=False)
-        if renewed.rowcount != 1:
-            return Renewed(None, {})
-        return Renewed(lease_ms, {name: int(token) for name, token in owned.rows})
-
     def remove_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
         _, deleted, _ = ex.run_batch(
             [FREE_LEASES, DELETE_SESSIONS, DELETE_MEMBERS], {"ids": tuple(session_ids)}, atomic=True
         )
         return Removed(deleted.rowcount, [], [])
 
-    def expired_sessions(self, ex: Executor, limit: int) -> list[str]:
-        return [row[0] for row in ex.run(EXPIRED, {"limit": limit}).rows]
-
-    def sessions(self, ex: Executor) -> list[Row]:
-        return ex.run(SESSIONS, {}).rows
-
-    # -- leases -----------------------------------------------------------------------
-
-    def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired:
-        _, taken = ex.run_batch([TAKE, TAKEN], {"sid": session_id, "name": name}, atomic=True)
-        remaining, token = taken.rows[0]
-        if remaining is None or remaining <= 0:
-            return Acquired(None, None)
-        return Acquired(int(remaining), None if token is None else int(token))
-
-    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool:
-        return ex.run(RELEASE, {"sid": session_id, "name": name, "token": token}).rowcount > 0
-
-    def force_release(self, ex: Executor, name: str) -> bool:
-        holder, _ = ex.run_batch([HOLDER_FOR_UPDATE, FREE_LEASE], {"name": name}, atomic=True)
-        return bool(holder.rows and holder.rows[0][0])
-
-    def owner(self, ex: Executor, name: str) -> Row | None:
-        rows = ex.run(OWNER, {"name": name}).rows
-        return rows[0] if rows else None
-
-    def leases(self, ex: Executor, prefix: str) -> list[Row]:
-        low, high = prefix_range(prefix)
-        return ex.run(LEASES, {"low": low, "high": high}).rows
-
     # -- groups -----------------------------------------------------------------------
 
     def join(self, ex: Executor, session_id: str, group: str) -> bool:
         return ex.run(JOIN, {"sid": session_id, "group": group}).rowcount > 0
-
-    def leave(self, ex: Executor, session_id: str, group: str) -> bool:
-        return ex.run(LEAVE, {"sid": session_id, "group": group}).rowcount > 0
-
-    def members(self, ex: Executor, group: str) -> list[Row]:
-        return ex.run(MEMBERS, {"group": group}).rows
-
-    def groups(self, ex: Executor, prefix: str) -> list[Row]:
-        low, high = prefix_range(prefix)
-        return ex.run(GROUPS, {"low": low, "high": high}).rows
 
     # -- errors -----------------------------------------------------------------------
 
