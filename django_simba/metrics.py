@@ -28,6 +28,7 @@ metric                              type       meaning
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +60,9 @@ class EngineMetrics:
     terms_held: Any
 
 
-_families: dict[int, EngineMetrics] = {}
+# Keyed by the registry itself, weakly: an id() could be reused by a later registry once the
+# first is collected, which would hand it metrics registered on the dead one.
+_families: weakref.WeakKeyDictionary[Any, EngineMetrics] = weakref.WeakKeyDictionary()
 _families_lock = threading.Lock()
 
 
@@ -69,9 +72,9 @@ def metrics_for(registry: Any = None) -> EngineMetrics:
 
     registry = prom.REGISTRY if registry is None else registry
     with _families_lock:
-        families = _families.get(id(registry))
+        families = _families.get(registry)
         if families is None:
-            families = _families[id(registry)] = EngineMetrics(
+            families = _families[registry] = EngineMetrics(
                 session_live=prom.Gauge(
                     "simba_session_live",
                     "1 while this process has a live Simba session.",

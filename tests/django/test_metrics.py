@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from django.test import override_settings
 
@@ -81,3 +83,15 @@ def test_metric_families_are_registered_once_per_registry():
     collector = prometheus_client.CollectorRegistry()
     assert metrics_for(collector) is metrics_for(collector)
     assert metrics_for(collector) is not metrics_for(prometheus_client.CollectorRegistry())
+
+
+def test_a_new_registry_never_inherits_the_families_of_a_collected_one():
+    # CPython reuses the address (id) of a collected object at once: keyed by id(), a new
+    # registry would get families registered on a dead one, and its samples would stay empty.
+    for attempt in range(50):
+        collector = prometheus_client.CollectorRegistry()
+        metrics_for(collector).sessions_opened.labels("memory").inc()
+        sample = collector.get_sample_value("simba_sessions_opened_total", {"backend": "memory"})
+        assert sample == 1.0, f"attempt {attempt}: the families are not on this registry"
+        del collector
+        gc.collect()
