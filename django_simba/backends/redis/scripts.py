@@ -230,10 +230,12 @@ local expires = session_expiry(KEYS[1], now)
 if not expires then return {-1} end
 local fields = redis.call('HMGET', KEYS[3], 'session', 'token', 'expires')
 local holder = held_by(fields, now)
-if holder and holder ~= sid then return {0} end
-redis.call('ZADD', KEYS[2], now, ARGV[2])
-redis.call('PEXPIREAT', KEYS[2], expires)
-if holder then return {1, tonumber(fields[2]), tonumber(fields[3]) - now} end
+if holder then
+  if holder ~= sid then return {0} end
+  return {1, tonumber(fields[2]), tonumber(fields[3]) - now}  -- listed in the index since its grant
+end
+-- a name already listed means the index exists, with the session's expiry set by its creator
+if redis.call('ZADD', KEYS[2], now, ARGV[2]) == 1 then redis.call('PEXPIREAT', KEYS[2], expires) end
 local token = (tonumber(fields[2]) or 0) + 1  -- one write for the whole new term
 redis.call('HSET', KEYS[3], 'session', sid, 'token', string.format('%d', token), 'expires', expires)
 return {2, token, expires - now}
@@ -241,6 +243,8 @@ return {2, token, expires - now}
 )
 
 #: KEYS: lease, lease index. ARGV: session id, name, token (0: any). Returns 1 when released.
+#: A released name stays in the index (the next keep-alive drops it): one command less per cycle,
+#: and a re-acquire finds it listed already.
 STANDALONE_RELEASE = _script(
     "standalone_release",
     f"""
@@ -250,7 +254,6 @@ if fields[1] ~= ARGV[1] or (ARGV[3] ~= '0' and fields[2] ~= ARGV[3]) then
   if fields[1] ~= ARGV[1] then redis.call('ZREM', KEYS[2], ARGV[2]) end
   return 0
 end
-redis.call('ZREM', KEYS[2], ARGV[2])
 redis.call('HSET', KEYS[1], 'session', '')
 redis.call('PUBLISH', KEYS[1], '{RELEASED}')
 return 1

@@ -44,6 +44,9 @@ def test_keys_follow_the_reference_layout(
     shared_backend.release(sid, unique)
     assert raw.hget(f"simba:lease:{{{unique}}}", "session") == ""
     assert raw.hget(f"simba:lease:{{{unique}}}", "token") == str(grant.token)  # the token stays
+    # the index keeps a released name until the next keep-alive, which drops it
+    assert raw.zrange(f"simba:session:{{{sid}}}:leases", 0, -1) == [unique]
+    assert shared_backend.keep_alive(sid, 20).owned == {}
     assert raw.zrange(f"simba:session:{{{sid}}}:leases", 0, -1) == []
 
     shared_backend.close_session(sid)
