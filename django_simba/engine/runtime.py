@@ -97,6 +97,8 @@ class _TimerHandle:
 
 
 _STOP = object()
+#: The timer heap is cleared of cancelled entries when it grows past this, then past twice its live size.
+COMPACT_MIN = 1024
 
 
 class _Lane:
@@ -133,6 +135,7 @@ class ThreadRuntime:
         self._mutex = threading.Lock()
         self._wakeup = threading.Condition(self._mutex)
         self._timers: list[tuple[float, int, _TimerHandle]] = []
+        self._compact_at = COMPACT_MIN
         self._sequence = itertools.count()
         self._lanes: dict[str, _Lane] = {}
         self._timer_thread: threading.Thread | None = None
@@ -177,8 +180,18 @@ class ThreadRuntime:
         with self._mutex:
             if self._running:
                 heapq.heappush(self._timers, (handle.due, next(self._sequence), handle))
-                self._wakeup.notify()
+                if len(self._timers) > self._compact_at:
+                    self._compact()
+                # Waking the timer thread costs a context switch: only when it must sleep less.
+                if self._timers[0][2] is handle:
+                    self._wakeup.notify()
         return handle
+
+    def _compact(self) -> None:
+        """Drop cancelled timers (mutex held): a lock taken and released in a loop cancels one per term."""
+        self._timers = [entry for entry in self._timers if not entry[2].cancelled]
+        heapq.heapify(self._timers)
+        self._compact_at = max(COMPACT_MIN, 2 * len(self._timers))
 
     def _lane(self, name: str) -> _Lane | None:
         with self._mutex:

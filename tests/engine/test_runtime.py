@@ -1,0 +1,50 @@
+"""The production runtime's timers: they fire in order, and cancelled ones do not pile up."""
+
+from __future__ import annotations
+
+import threading
+
+from django_simba.engine import ThreadRuntime
+from django_simba.engine.runtime import COMPACT_MIN
+from django_simba.testing import wait_until
+
+
+def test_timers_fire_in_due_order_even_when_added_later_and_earlier():
+    runtime = ThreadRuntime()
+    runtime.start()
+    fired: list[str] = []
+    try:
+        runtime.call_later(0.3, lambda: fired.append("late"))
+        runtime.call_later(0.05, lambda: fired.append("early"))  # must wake the sleeping timer thread
+        runtime.call_later(0.2, lambda: fired.append("middle"))  # need not wake it
+        wait_until(lambda: len(fired) == 3, 5, message="three timers")
+        assert fired == ["early", "middle", "late"]
+    finally:
+        runtime.stop(5)
+
+
+def test_cancelled_timers_are_dropped_from_the_heap():
+    runtime = ThreadRuntime()
+    runtime.start()
+    try:
+        keeper = threading.Event()
+        runtime.call_later(0.2, keeper.set)
+        for _ in range(20 * COMPACT_MIN):
+            runtime.call_later(60, lambda: None).cancel()
+        assert len(runtime._timers) <= 2 * COMPACT_MIN
+        assert keeper.wait(5), "a live timer was dropped with the cancelled ones"
+    finally:
+        runtime.stop(5)
+
+
+def test_a_lock_taken_and_released_in_a_loop_leaves_no_timers_behind(threaded_engine):
+    lock = threaded_engine.lock("runtime:loop")
+    lock.acquire(5)
+    lock.release()
+    before = sum(not entry[2].cancelled for entry in threaded_engine.runtime._timers)
+    for _ in range(3 * COMPACT_MIN):
+        lock.acquire(5)
+        lock.release()
+    live = sum(not entry[2].cancelled for entry in threaded_engine.runtime._timers)
+    assert live <= before + 1  # each term's deadline timer is cancelled when the term ends
+    assert len(threaded_engine.runtime._timers) <= 2 * COMPACT_MIN + live
