@@ -351,7 +351,7 @@ class Engine:
                 else:
                     self._arm_term(slot, term)
 
-        self.runtime.call_later(term._deadline - self.now(), check)
+        slot.term_timer = self.runtime.call_later(term._deadline - self.now(), check)
 
     def _check_deadline(self, session_id: str) -> None:
         with self._mutex:
@@ -540,6 +540,9 @@ class Engine:
     def _end_term(self, slot: Slot, reason: EndReason) -> None:
         term, holder = slot.term, slot.holder
         slot.term = slot.holder = None
+        if slot.term_timer is not None:
+            slot.term_timer.cancel()
+            slot.term_timer = None
         if term is None or holder is None or not term._end(reason):
             return
         holder._ended(term, reason)

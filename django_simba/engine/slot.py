@@ -30,6 +30,7 @@ class Slot:
     waiting: deque[Contender] = field(default_factory=deque)
     busy: str | None = None
     timer: Timer | None = None
+    term_timer: Timer | None = None  # ends the held term at its own deadline
     backoff: float = FIRST_POLL_DELAY
     watched: bool = False
     poked: bool = False  # a release was notified while an attempt was in flight: retry at once
