@@ -39,15 +39,18 @@ class _Request(Contender):
     def __init__(self, lock: Lock) -> None:
         super().__init__(lock.name)
         self.lock = lock
-        self.done = threading.Event()
+        # Made only when the caller has to wait: most acquisitions are granted in the caller's thread.
+        self.done: threading.Event | None = None
         self.term: Term | None = None
         self.abandoned = False
 
     def _granted(self, term: Term) -> bool:
+        # Called with the engine's mutex held, as is the creation of ``done``.
         if self.abandoned:
             return False
         self.term = term
-        self.done.set()
+        if self.done is not None:
+            self.done.set()
         return True
 
     def _ended(self, term: Term, reason: EndReason) -> None:
@@ -111,9 +114,13 @@ class Lock:
         started = engine.now()
         request = _Request(self)
         error = engine.acquire_now(request, None if timeout is None else max(timeout, engine.backend.timeout))
-        if not request.done.is_set() and timeout != 0:
-            remaining = None if timeout is None else max(0.0, started + timeout - engine.now())
-            request.done.wait(remaining)
+        if timeout != 0:
+            with engine._mutex:
+                done = None if request.term is not None else request.done or threading.Event()
+                request.done = done
+            if done is not None:
+                remaining = None if timeout is None else max(0.0, started + timeout - engine.now())
+                done.wait(remaining)
         with engine._mutex:
             if request.term is None:
                 request.abandoned = True
