@@ -49,6 +49,14 @@ T = TypeVar("T")
 
 #: First retry delay after a failed open; doubles up to the renew interval.
 FIRST_OPEN_RETRY = 0.1
+#: After releasing a name other processes want, this process waits before taking it again, so the
+#: one a release notification woke (or a poll finds it free) gets it: acquire round trips, plus a
+#: margin for the waiter's thread to wake, capped at a tenth of the renew interval.
+COURTESY_ROUND_TRIPS = 3
+COURTESY_MARGIN = 0.001
+COURTESY_CAP = 0.1
+#: A name refused to us less than this long ago (in renew intervals) counts as wanted by others.
+CONTENDED_FOR = 1.0
 
 
 @dataclass(slots=True)
@@ -91,6 +99,7 @@ class Engine:
         self._slots: dict[str, Slot] = {}
         self._joined: dict[str, int] = {}  # group -> local joiners; rejoined in every new session
         self._last_purge: float | None = None
+        self._acquire_round_trip: float | None = None  # moving average of acquire calls, seconds
         self._notification_listeners: list[Callable[[Notification], None]] = []
 
     # -- public state --------------------------------------------------------------------
@@ -432,6 +441,11 @@ class Engine:
         session = self._session
         if slot.holder is not None or slot.busy is not None or not slot.waiting or session is None:
             return
+        courtesy = slot.courtesy_until - self.now()
+        if courtesy > 0:
+            if slot.timer is None:
+                slot.timer = self.runtime.call_later(courtesy, lambda: self._kick_locked(slot))
+            return
         slot.cancel_timer()
         slot.busy = "acquire"
         slot.poked = False
@@ -452,6 +466,8 @@ class Engine:
         """Handle an acquire's reply (mutex held)."""
         sent = outcome.sent_at(sent)
         slot.busy = None
+        if outcome.error is None:
+            self._measure_acquire(self.now() - sent)
         session = self._session
         if session is None or session.id != session_id:
             self._kick(slot)  # the grant, if any, belongs to a session we already gave up
@@ -467,6 +483,7 @@ class Engine:
             return
         grant = outcome.value
         if grant is None:
+            slot.refused_at = self.now()
             for contender in slot.waiting:
                 contender._refused()
             if slot.poked:  # released while this attempt was on its way: it may be free now
@@ -494,6 +511,23 @@ class Engine:
                 return
         slot.holder = slot.term = None  # every waiter gave up meanwhile
         self._release_in_background(slot, session_id, grant.token)
+
+    def _measure_acquire(self, seconds: float) -> None:
+        average = self._acquire_round_trip
+        self._acquire_round_trip = seconds if average is None else 0.8 * average + 0.2 * seconds
+
+    def _offer_to_others(self, slot: Slot) -> None:
+        """After our release (mutex held): if other processes want the name, let them have it first.
+
+        Without this, a process that releases and at once acquires again wins nearly every
+        time: its attempt leaves before a remote waiter has even heard of the release.
+        """
+        now = self.now()
+        if slot.waiting or now - slot.refused_at > CONTENDED_FOR * self.config.renew_interval:
+            return
+        round_trip = self._acquire_round_trip or 0.0
+        delay = COURTESY_ROUND_TRIPS * round_trip + COURTESY_MARGIN
+        slot.courtesy_until = now + min(delay, COURTESY_CAP * self.config.renew_interval)
 
     def _retry_later(self, slot: Slot, delay: float) -> None:
         if slot.waiting and slot.timer is None:
@@ -582,6 +616,7 @@ class Engine:
                 and not slot.waiting
                 and session is not None
                 and session.id == session_id
+                and self.now() >= slot.courtesy_until
             )
             if not inline:
                 self._enqueue(contender)
@@ -605,6 +640,7 @@ class Engine:
                 return  # already ended (lost, expired, released by a maximum hold time)
             session = self._session
             self._end_term(slot, EndReason.RELEASED)
+            self._offer_to_others(slot)
             if session is None or session.id != term.session_id:
                 self._kick(slot)
                 return

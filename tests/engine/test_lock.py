@@ -156,3 +156,62 @@ def test_close_releases_so_others_take_over_at_once(threaded_engine: Engine):
     assert backend.owner("handover") is None
     other = backend.open_session(30, "other").session_id
     assert backend.acquire(other, "handover").token == 2
+
+
+def _engine_on(backend) -> Engine:
+    from django_simba.engine import EngineConfig, ThreadRuntime
+
+    return Engine(backend, EngineConfig(lease_duration=2.0, renew_interval=1.0), ThreadRuntime())
+
+
+def _take_in_thread(lock, timeout: float, *, then_release: bool = False) -> tuple[threading.Thread, list]:
+    terms: list = []
+
+    def take() -> None:
+        terms.append(lock.acquire(timeout))
+        if then_release:
+            lock.release()
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    return thread, terms
+
+
+def _refused(engine: Engine, name: str) -> bool:
+    slot = engine._slots.get(name)
+    return slot is not None and slot.refused_at > float("-inf")
+
+
+def test_a_releaser_lets_a_waiting_process_take_the_name_first(threaded_engine: Engine, monkeypatch):
+    """Release then acquire at once: the waiting process gets the name before the releaser again."""
+    # The courtesy is a millisecond or so; widened here so that a loaded machine cannot miss it.
+    monkeypatch.setattr("django_simba.engine.engine.COURTESY_MARGIN", 0.5)
+    first, second = threaded_engine, _engine_on(threaded_engine.backend)
+    try:
+        mine, theirs = first.lock("courtesy"), second.lock("courtesy")
+        theirs.acquire(5)
+        thread, got = _take_in_thread(mine, 5)  # refused: this process now knows the name is wanted
+        wait_until(lambda: _refused(first, "courtesy"), 5, message="refused")
+        theirs.release()
+        thread.join(5)
+        assert got and got[0].token > 0
+
+        thread, theirs_got = _take_in_thread(theirs, 5, then_release=True)
+        wait_until(lambda: _refused(second, "courtesy"), 5, message="waiting")
+        mine.release()
+        again = mine.acquire(5)  # must queue behind the other process, which was waiting
+        thread.join(5)
+        assert theirs_got, "the waiting process never got the name"
+        assert theirs_got[0].token < again.token, "the releaser took the name back before the waiter"
+        mine.release()
+    finally:
+        second.close()
+
+
+def test_a_name_nobody_else_wants_is_taken_back_at_once(threaded_engine: Engine):
+    lock = threaded_engine.lock("no-courtesy")
+    lock.acquire(5)
+    lock.release()
+    assert threaded_engine._slots["no-courtesy"].courtesy_until == 0.0
+    assert lock.acquire(0).token > 0  # a try: no wait was needed
+    lock.release()
