@@ -55,7 +55,7 @@ FIRST_OPEN_RETRY = 0.1
 COURTESY_ROUND_TRIPS = 3
 COURTESY_MARGIN = 0.001
 COURTESY_CAP = 0.1
-#: A name refused to us less than this long ago (in renew intervals) counts as wanted by others.
+#: A name we learnt others want (they hold it, or were refused it) stays wanted this long, in renew intervals.
 CONTENDED_FOR = 1.0
 
 
@@ -483,7 +483,7 @@ class Engine:
             return
         grant = outcome.value
         if grant is None:
-            slot.refused_at = self.now()
+            slot.wanted_at = self.now()  # refused: another process holds it, and may want it again
             for contender in slot.waiting:
                 contender._refused()
             if slot.poked:  # released while this attempt was on its way: it may be free now
@@ -523,7 +523,7 @@ class Engine:
         time: its attempt leaves before a remote waiter has even heard of the release.
         """
         now = self.now()
-        if slot.waiting or now - slot.refused_at > CONTENDED_FOR * self.config.renew_interval:
+        if slot.waiting or now - slot.wanted_at > CONTENDED_FOR * self.config.renew_interval:
             return
         round_trip = self._acquire_round_trip or 0.0
         delay = COURTESY_ROUND_TRIPS * round_trip + COURTESY_MARGIN
@@ -592,7 +592,7 @@ class Engine:
             lambda outcome: self._on_released(slot, outcome),
         )
 
-    def _on_released(self, slot: Slot, outcome: Outcome[None]) -> None:
+    def _on_released(self, slot: Slot, outcome: Outcome[Any]) -> None:
         with self._mutex:
             slot.busy = None
             if outcome.error is not None:
@@ -640,17 +640,22 @@ class Engine:
                 return  # already ended (lost, expired, released by a maximum hold time)
             session = self._session
             self._end_term(slot, EndReason.RELEASED)
-            self._offer_to_others(slot)
             if session is None or session.id != term.session_id:
+                self._offer_to_others(slot)
                 self._kick(slot)
                 return
             slot.busy = "release"
+        wanted: bool | None = None
         try:
-            self.backend.release(term.session_id, term.name, term.token)
+            wanted = self.backend.release(term.session_id, term.name, term.token)
             outcome: Outcome[None] = Outcome()
         except Exception as error:
             outcome = Outcome(error=error)
-        self._on_released(slot, outcome)
+        with self._mutex:
+            if wanted:  # a polled backend saw another session turned away during the term
+                slot.wanted_at = self.now()
+            self._offer_to_others(slot)
+            self._on_released(slot, outcome)
 
     def release_later(self, contender: Contender, term: Term) -> None:
         """End ``term`` now and free its name from the contend lane (timers, elections)."""

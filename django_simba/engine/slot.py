@@ -34,7 +34,7 @@ class Slot:
     backoff: float = FIRST_POLL_DELAY
     watched: bool = False
     poked: bool = False  # a release was notified while an attempt was in flight: retry at once
-    refused_at: float = float("-inf")  # local time the backend last refused the name to us
+    wanted_at: float = float("-inf")  # local time we last learnt another process wants the name
     courtesy_until: float = 0.0  # after our release of a wanted name, others get the first try
 
     def cancel_timer(self) -> None:

@@ -78,15 +78,19 @@ class LeaseBackend(ABC):
         """
         return self._acquire(session_id, validate_name(name))
 
-    def release(self, session_id: str, name: str, token: int | None = None) -> None:
+    def release(self, session_id: str, name: str, token: int | None = None) -> bool | None:
         """Free ``name`` if this session holds it (the token is kept); no effect otherwise.
 
         With ``token``, only that term is freed: a release that reaches the backend
         late (after its caller gave up on it) never frees a newer term of the session.
+
+        Returns whether another session was refused the name during the term, where
+        the backend keeps track of it (the polled ones), else ``None``. It is only a
+        hint: the engine then lets the other session have the name first.
         """
         if token is not None and (isinstance(token, bool) or not isinstance(token, int) or token <= 0):
             raise ValueError(f"token must be a positive int or None, not {token!r}")
-        self._release(session_id, validate_name(name), token)
+        return self._release(session_id, validate_name(name), token)
 
     def owner(self, name: str) -> LeaseInfo | None:
         """The live holder of ``name``, or ``None``."""
@@ -179,7 +183,7 @@ class LeaseBackend(ABC):
     def _acquire(self, session_id: str, name: str) -> Grant | None: ...
 
     @abstractmethod
-    def _release(self, session_id: str, name: str, token: int | None) -> None: ...
+    def _release(self, session_id: str, name: str, token: int | None) -> bool | None: ...
 
     @abstractmethod
     def _owner(self, name: str) -> LeaseInfo | None: ...

@@ -177,9 +177,9 @@ def _take_in_thread(lock, timeout: float, *, then_release: bool = False) -> tupl
     return thread, terms
 
 
-def _refused(engine: Engine, name: str) -> bool:
+def _wanted(engine: Engine, name: str) -> bool:
     slot = engine._slots.get(name)
-    return slot is not None and slot.refused_at > float("-inf")
+    return slot is not None and slot.wanted_at > float("-inf")
 
 
 def test_a_releaser_lets_a_waiting_process_take_the_name_first(threaded_engine: Engine, monkeypatch):
@@ -191,13 +191,13 @@ def test_a_releaser_lets_a_waiting_process_take_the_name_first(threaded_engine: 
         mine, theirs = first.lock("courtesy"), second.lock("courtesy")
         theirs.acquire(5)
         thread, got = _take_in_thread(mine, 5)  # refused: this process now knows the name is wanted
-        wait_until(lambda: _refused(first, "courtesy"), 5, message="refused")
+        wait_until(lambda: _wanted(first, "courtesy"), 5, message="refused")
         theirs.release()
         thread.join(5)
         assert got and got[0].token > 0
 
         thread, theirs_got = _take_in_thread(theirs, 5, then_release=True)
-        wait_until(lambda: _refused(second, "courtesy"), 5, message="waiting")
+        wait_until(lambda: _wanted(second, "courtesy"), 5, message="waiting")
         mine.release()
         again = mine.acquire(5)  # must queue behind the other process, which was waiting
         thread.join(5)
