@@ -94,6 +94,12 @@ class Lease(models.Model):
         max_length=SESSION_ID_LENGTH, default="", blank=True, charset="ascii", help_text="Empty when free."
     )
     token: models.BigIntegerField[int, int] = models.BigIntegerField(help_text="Term number; never reset.")
+    # A database default, as the backend's own SQL inserts rows without naming this column.
+    wanted: models.BooleanField[bool, bool] = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Another session was refused this name during the current term (polled databases).",
+    )
 
     class Meta:
         db_table = "simba_lease"

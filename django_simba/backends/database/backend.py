@@ -259,9 +259,10 @@ class DatabaseBackend(LeaseBackend):
             return None
         return Grant(name, acquired.token, acquired.remaining_ms / 1000)
 
-    def _release(self, session_id: str, name: str, token: int | None) -> None:
-        if _SESSION_ID.match(session_id):
-            self._run(lambda ex: self.dialect.release(ex, session_id, name, token or 0))
+    def _release(self, session_id: str, name: str, token: int | None) -> bool | None:
+        if not _SESSION_ID.match(session_id):
+            return None
+        return self._run(lambda ex: self.dialect.release(ex, session_id, name, token or 0))
 
     def _force_release(self, name: str) -> bool:
         return self._run(lambda ex: self.dialect.force_release(ex, name))

@@ -147,8 +147,12 @@ class Dialect(ABC):
     def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired: ...
 
     @abstractmethod
-    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool:
-        """Free ``name`` if ``session_id`` holds it (only term ``token`` unless it is 0)."""
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
+        """Free ``name`` if ``session_id`` holds it (only term ``token`` unless it is 0).
+
+        Returns whether another session was refused the name during the term, when the
+        dialect tracks it (``None`` otherwise, and when nothing was freed).
+        """
         ...
 
     @abstractmethod
@@ -212,8 +216,10 @@ class Statements:
     expired: str
     sessions: str
     take: str
+    mark_wanted: str  # after a take: the row says whether its holder turned someone away
     taken: str
     release: str
+    wanted: str
     holder: str  # the holder's liveness, read (locked where the dialect can) before freeing
     free_lease: str
     owner: str
@@ -251,17 +257,21 @@ class StatementDialect(Dialect):
         return ex.run(self.sql.sessions, {}).rows
 
     def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired:
-        _, taken = ex.run_batch(
-            [self.sql.take, self.sql.taken], {"sid": session_id, "name": name}, atomic=True
-        )
+        statements = [self.sql.take, self.sql.mark_wanted, self.sql.taken]
+        _, _, taken = ex.run_batch(statements, {"sid": session_id, "name": name}, atomic=True)
         remaining, token = taken.rows[0]
         if remaining is None or remaining <= 0:
             return Acquired(None, None)
         return Acquired(int(remaining), None if token is None else int(token))
 
-    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool:
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
+        # Polled waiters cannot be told of a release: the flag their refusals left lets the
+        # releaser step aside (see the engine's courtesy), or one process could keep the name.
         params = {"sid": session_id, "name": name, "token": token}
-        return ex.run(self.sql.release, params).rowcount > 0
+        released, wanted = ex.run_batch([self.sql.release, self.sql.wanted], params, atomic=False)
+        if released.rowcount <= 0 or not wanted.rows:
+            return None
+        return bool(wanted.rows[0][0])
 
     def force_release(self, ex: Executor, name: str) -> bool:
         holder, _ = ex.run_batch([self.sql.holder, self.sql.free_lease], {"name": name}, atomic=True)

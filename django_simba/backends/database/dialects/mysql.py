@@ -73,10 +73,16 @@ SELECT (SELECT expires_at - {NOW} FROM simba_session WHERE session_id = %(sid)s)
        (SELECT token FROM simba_lease WHERE name = %(name)s AND session_id = %(sid)s)
 """
 
+# On the locked row, after the take: set when the holder is another session (a refusal).
+MARK_WANTED = (
+    "UPDATE simba_lease SET wanted = (session_id <> %(sid)s) WHERE name = %(name)s AND session_id <> ''"
+)
+
 RELEASE = (
     "UPDATE simba_lease SET session_id = '' WHERE name = %(name)s AND session_id = %(sid)s"
     " AND (%(token)s = 0 OR token = %(token)s)"
 )
+WANTED = "SELECT wanted FROM simba_lease WHERE name = %(name)s"
 
 HOLDER_FOR_UPDATE = f"""
 SELECT EXISTS (
@@ -174,8 +180,10 @@ class MysqlDialect(StatementDialect):
         expired=EXPIRED,
         sessions=SESSIONS,
         take=TAKE,
+        mark_wanted=MARK_WANTED,
         taken=TAKEN,
         release=RELEASE,
+        wanted=WANTED,
         holder=HOLDER_FOR_UPDATE,
         free_lease=FREE_LEASE,
         owner=OWNER,

@@ -341,8 +341,9 @@ class PostgresqlDialect(Dialect):
         remaining, token = decided.rows[0]
         return Acquired(None if remaining is None else int(remaining), None if token is None else int(token))
 
-    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool:
-        return bool(ex.run(RUN["RELEASE"], {"sid": session_id, "name": name, "token": token}).rows)
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
+        ex.run(RUN["RELEASE"], {"sid": session_id, "name": name, "token": token})
+        return None  # waiters are woken by NOTIFY: the engine learns of them when they refuse it
 
     def force_release(self, ex: Executor, name: str) -> bool:
         was_live, _ = ex.run(RUN["FORCE_RELEASE"], {"name": name}).rows[0]

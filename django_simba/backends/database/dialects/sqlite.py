@@ -52,10 +52,14 @@ SELECT (SELECT expires_at - {NOW} FROM simba_session WHERE session_id = :sid AND
        (SELECT token FROM simba_lease WHERE name = :name AND session_id = :sid)
 """
 
+# In the take's transaction: set when the holder is another session (a refusal).
+MARK_WANTED = "UPDATE simba_lease SET wanted = (session_id <> :sid) WHERE name = :name AND session_id <> ''"
+
 RELEASE = (
     "UPDATE simba_lease SET session_id = '' WHERE name = :name AND session_id = :sid"
     " AND (:token = 0 OR token = :token)"
 )
+WANTED = "SELECT wanted FROM simba_lease WHERE name = :name"
 
 HOLDER = f"""
 SELECT EXISTS (
@@ -150,8 +154,10 @@ class SqliteDialect(StatementDialect):
         expired=EXPIRED,
         sessions=SESSIONS,
         take=TAKE,
+        mark_wanted=MARK_WANTED,
         taken=TAKEN,
         release=RELEASE,
+        wanted=WANTED,
         holder=HOLDER,
         free_lease=FREE_LEASE,
         owner=OWNER,
