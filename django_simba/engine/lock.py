@@ -114,17 +114,19 @@ class Lock:
         started = engine.now()
         request = _Request(self)
         error = engine.acquire_now(request, None if timeout is None else max(timeout, engine.backend.timeout))
-        if timeout != 0:
+        # ``term`` is set once, under the engine's mutex: read without it, a set term is final.
+        if timeout != 0 and request.term is None:
             with engine._mutex:
-                done = None if request.term is not None else request.done or threading.Event()
-                request.done = done
-            if done is not None:
+                if request.term is None:
+                    request.done = threading.Event()
+            if request.done is not None:
                 remaining = None if timeout is None else max(0.0, started + timeout - engine.now())
-                done.wait(remaining)
-        with engine._mutex:
-            if request.term is None:
-                request.abandoned = True
-                engine._withdraw(request)
+                request.done.wait(remaining)
+        if request.term is None:
+            with engine._mutex:
+                if request.term is None:
+                    request.abandoned = True
+                    engine._withdraw(request)
         term = request.term
         if term is None:
             if timeout == 0 and error is not None:
