@@ -49,7 +49,49 @@ def _raise_first_error(results: Sequence[Any]) -> None:
             raise result
 
 
-class StandaloneScripting:
+class _Scripting:
+    """What both topologies do alike; a subclass says how to pipeline and read metadata."""
+
+    def __init__(self, client: Any) -> None:
+        self.client: Any = client  # redis-py is only partly typed: calls go through Any
+
+    def load_all(self) -> None:
+        for script in ALL_SCRIPTS:
+            self.client.script_load(script.source)  # on a cluster, redis-py sends it to every primary
+
+    def run(self, script: Script, keys: Sequence[str], args: Sequence[str | int | float] = ()) -> Any:
+        try:
+            return self.client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            self.client.script_load(script.source)
+            return self.client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+
+    def run_many(self, calls: Sequence[Call]) -> list[Any]:
+        if not calls:
+            return []
+        results = self._pipeline(calls)
+        missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
+        if missing:
+            self.load_all()
+            for i, result in zip(missing, self._pipeline([calls[i] for i in missing])):
+                results[i] = result
+        _raise_first_error(results)
+        return results
+
+    def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
+        raise NotImplementedError
+
+    def command(self, *args: str | int) -> Any:
+        return self.client.execute_command(*args)
+
+    def scan(self, pattern: str) -> Iterator[str]:
+        return iter(self.client.scan_iter(match=pattern, count=SCAN_COUNT))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class StandaloneScripting(_Scripting):
     """Scripts and commands against one Redis server.
 
     ``run`` (every acquire, release and keep-alive) sends its EVALSHA on a connection
@@ -61,12 +103,8 @@ class StandaloneScripting:
     """
 
     def __init__(self, client: redis.Redis) -> None:
-        self.client: Any = client  # redis-py is only partly typed: calls go through Any
+        super().__init__(client)
         self._idle: list[Any] = []  # list.pop and list.append are atomic: no lock needed
-
-    def load_all(self) -> None:
-        for script in ALL_SCRIPTS:
-            self.client.script_load(script.source)
 
     def run(self, script: Script, keys: Sequence[str], args: Sequence[str | int | float] = ()) -> Any:
         try:
@@ -91,18 +129,6 @@ class StandaloneScripting:
         finally:
             self._idle.append(connection)  # a disconnected one reconnects on its next command
 
-    def run_many(self, calls: Sequence[Call]) -> list[Any]:
-        if not calls:
-            return []
-        results = self._pipeline(calls)
-        missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
-        if missing:
-            self.load_all()
-            for i, result in zip(missing, self._pipeline([calls[i] for i in missing])):
-                results[i] = result
-        _raise_first_error(results)
-        return results
-
     def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
         for script, keys, args in calls:
@@ -125,9 +151,6 @@ class StandaloneScripting:
             return reply, int(acked)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def command(self, *args: str | int) -> Any:
-        return self.client.execute_command(*args)
-
     def read_metadata(self, session_ids: Sequence[str]) -> dict[str, str | None]:
         if not session_ids:
             return {}
@@ -135,9 +158,6 @@ class StandaloneScripting:
         for sid in session_ids:
             pipe.execute_command("HGET", session_key(sid), "metadata")
         return dict(zip(session_ids, pipe.execute()))
-
-    def scan(self, pattern: str) -> Iterator[str]:
-        return iter(self.client.scan_iter(match=pattern, count=SCAN_COUNT))
 
     def close(self) -> None:
         pool = self.client.connection_pool
@@ -147,34 +167,11 @@ class StandaloneScripting:
         pool.disconnect()  # a pool given to the client (a cache's settings) is not closed with it
 
 
-class ClusterScripting:
+class ClusterScripting(_Scripting):
     """Scripts and commands on a Redis Cluster, each routed to the node of its keys' slot."""
 
     def __init__(self, client: RedisCluster) -> None:
-        self.client: Any = client  # redis-py is only partly typed: calls go through Any
-
-    def load_all(self) -> None:
-        for script in ALL_SCRIPTS:
-            self.client.script_load(script.source)  # redis-py sends it to every primary
-
-    def run(self, script: Script, keys: Sequence[str], args: Sequence[str | int | float] = ()) -> Any:
-        try:
-            return self.client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            self.client.script_load(script.source)
-            return self.client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-
-    def run_many(self, calls: Sequence[Call]) -> list[Any]:
-        if not calls:
-            return []
-        results = self._pipeline(calls)
-        missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
-        if missing:
-            self.load_all()
-            for i, result in zip(missing, self._pipeline([calls[i] for i in missing])):
-                results[i] = result
-        _raise_first_error(results)
-        return results
+        super().__init__(client)
 
     def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
@@ -183,9 +180,6 @@ class ClusterScripting:
             node = self.client.get_node_from_key(keys[0])
             pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args, target_nodes=node)
         return list(pipe.execute(raise_on_error=False))
-
-    def command(self, *args: str | int) -> Any:
-        return self.client.execute_command(*args)
 
     def read_metadata(self, session_ids: Sequence[str]) -> dict[str, str | None]:
         if not session_ids:
@@ -197,12 +191,6 @@ class ClusterScripting:
         results = list(pipe.execute(raise_on_error=False))
         _raise_first_error(results)
         return dict(zip(session_ids, results))
-
-    def scan(self, pattern: str) -> Iterator[str]:
-        return iter(self.client.scan_iter(match=pattern, count=SCAN_COUNT))
-
-    def close(self) -> None:
-        self.client.close()
 
 
 Scripting = StandaloneScripting | ClusterScripting
