@@ -41,6 +41,7 @@ from ...spi import (
 )
 from .dialects import Dialect, dialect_for
 from .dialects.base import Executor, Traffic
+from .dialects.postgresql import GROUP_PREFIX, RELEASED_PREFIX, group_channel, lease_channel
 from .pool import Link, LinkPool
 from .watchdog import Alarm, Watchdog
 
@@ -383,28 +384,36 @@ class PostgresqlBackend(DatabaseBackend):
         self._listener.start()
 
     def watch_lease(self, name: str) -> None:
-        with self._watch_lock:
-            self._watched_leases.add(name)
+        self._watch(self._watched_leases, name, lease_channel(name), add=True)
 
     def unwatch_lease(self, name: str) -> None:
-        with self._watch_lock:
-            self._watched_leases.discard(name)
+        self._watch(self._watched_leases, name, lease_channel(name), add=False)
 
     def watch_group(self, group: str) -> None:
-        with self._watch_lock:
-            self._watched_groups.add(group)
+        self._watch(self._watched_groups, group, group_channel(group), add=True)
 
     def unwatch_group(self, group: str) -> None:
+        self._watch(self._watched_groups, group, group_channel(group), add=False)
+
+    def _watch(self, watched: set[str], name: str, channel: str, *, add: bool) -> None:
+        """Change what is watched; a new watch returns once its channel is listened on."""
         with self._watch_lock:
-            self._watched_groups.discard(group)
+            if add == (name in watched):
+                return
+            if add:
+                watched.add(name)
+            else:
+                watched.discard(name)
+            ticket = self._listener.want(channel, add)
+        if add:
+            # A release right after this returns must be heard: it is the caller's cue to look again.
+            self._listener.wait_applied(ticket)
 
     @property
     def notifying(self) -> bool:
         return self._listener.live
 
     def _on_payload(self, payload: str) -> None:
-        from .dialects.postgresql import GROUP_PREFIX, RELEASED_PREFIX
-
         with self._watch_lock:
             if payload.startswith(RELEASED_PREFIX):
                 name, watched, kind = (
@@ -440,6 +449,7 @@ class PostgresqlBackend(DatabaseBackend):
             self._subscribers.clear()
             self._watched_leases.clear()
             self._watched_groups.clear()
+            self._listener.forget_channels()
         super().close()
 
     def after_fork(self) -> None:

@@ -93,3 +93,26 @@ def test_close_stops_listening(backend: DatabaseBackend, heard: list[tuple[Notif
     backend.close()
     assert not backend.notifying
     assert backend._listener._thread is None
+
+
+@postgresql_only
+def test_the_process_hears_only_the_channels_it_watches(backend: DatabaseBackend) -> None:
+    payloads: list[str] = []
+    deliver = backend._listener._deliver
+    backend._listener._deliver = lambda payload: (payloads.append(payload), deliver(payload))[1]
+    heard: list[tuple[NotificationKind, str]] = []
+    backend.subscribe(lambda event: heard.append((event.kind, event.name)))
+    wait_until(lambda: backend.notifying, 10, message="the listener to connect")
+    base = f"notify.{uuid.uuid4().hex[:8]}"
+    watched, unwatched, dropped = f"{base}.watched", f"{base}.unwatched", f"{base}.dropped"
+    backend.watch_lease(watched)
+    backend.watch_lease(dropped)
+    backend.unwatch_lease(dropped)
+    sid = backend.open_session(30, "channels").session_id
+    for name in (unwatched, dropped, unwatched, dropped, watched):
+        assert backend.acquire(sid, name) is not None
+        backend.release(sid, name)
+    wait_until(lambda: (RELEASED, watched) in heard, 5, message="the watched release")
+    # The watched release came last: the others were sent before it, on channels not listened on.
+    assert payloads == [f"released:{watched}"]
+    backend.close_session(sid)

@@ -13,6 +13,7 @@ planned again each time, and ``EXECUTE`` still travels in a simple query.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,10 +32,31 @@ from .base import (
     prefix_range,
 )
 
-#: The channel of every notification; payloads are "released:<name>" and "group:<name>".
-CHANNEL = "simba"
+#: Payloads: "released:<name>" on the name's channel, "group:<name>" on the group's.
 RELEASED_PREFIX = "released:"
 GROUP_PREFIX = "group:"
+# A channel per name, so that a process hears only of what it watches. Channels are
+# identifiers (at most 63 bytes): a prefix and the MD5 of the name's UTF-8 bytes.
+LEASE_CHANNEL = "simba_l_"
+GROUP_CHANNEL = "simba_g_"
+
+
+def lease_channel(name: str) -> str:
+    return LEASE_CHANNEL + _digest(name)
+
+
+def group_channel(group: str) -> str:
+    return GROUP_CHANNEL + _digest(group)
+
+
+def _digest(name: str) -> str:
+    return hashlib.md5(name.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+def _notify(channel: str, prefix: str, column: str) -> str:
+    """SQL sending ``prefix || column`` on the channel of ``column`` (as ``lease_channel`` names it)."""
+    return f"pg_notify('{channel}' || md5(convert_to({column}, 'UTF8')), '{prefix}' || {column})"
+
 
 # Read once per statement (a materialized CTE), after any earlier statement of the batch
 # waited for a lock; epoch extraction is in UTC whatever the session's time zone.
@@ -97,7 +119,7 @@ WITH freed AS (
     WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)
     RETURNING name
 )
-SELECT name, pg_notify('{CHANNEL}', '{RELEASED_PREFIX}' || name) FROM freed
+SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed
 """
 
 FORCE_RELEASE = f"""
@@ -108,7 +130,7 @@ previous AS (
 freed AS (
     UPDATE simba_lease l SET session_id = '' FROM previous WHERE l.name = %(name)s RETURNING l.name
 ),
-notified AS (SELECT pg_notify('{CHANNEL}', '{RELEASED_PREFIX}' || name) FROM freed)
+notified AS (SELECT {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed)
 SELECT EXISTS (
     SELECT 1 FROM previous JOIN simba_session s ON s.session_id = previous.session_id, clock
     WHERE s.expires_at > clock.now
@@ -119,13 +141,13 @@ FREE_LEASES = f"""
 WITH freed AS (
     UPDATE simba_lease SET session_id = '' WHERE session_id = ANY(%(ids)s) RETURNING name
 )
-SELECT name, pg_notify('{CHANNEL}', '{RELEASED_PREFIX}' || name) FROM freed
+SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed
 """
 DELETE_SESSIONS = "DELETE FROM simba_session WHERE session_id = ANY(%(ids)s)"
 DELETE_MEMBERS = f"""
 WITH gone AS (DELETE FROM simba_member WHERE session_id = ANY(%(ids)s) RETURNING group_name),
 changed AS (SELECT DISTINCT group_name FROM gone)
-SELECT group_name, pg_notify('{CHANNEL}', '{GROUP_PREFIX}' || group_name) FROM changed
+SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, 'group_name')} FROM changed
 """
 
 EXPIRED = f"""
@@ -162,7 +184,7 @@ added AS (
     INSERT INTO simba_member (group_name, session_id) SELECT %(group)s, %(sid)s FROM live
     ON CONFLICT DO NOTHING RETURNING group_name
 ),
-notified AS (SELECT pg_notify('{CHANNEL}', '{GROUP_PREFIX}' || group_name) FROM added)
+notified AS (SELECT {_notify(GROUP_CHANNEL, GROUP_PREFIX, 'group_name')} FROM added)
 SELECT EXISTS (SELECT 1 FROM live), (SELECT count(*) FROM notified)
 """
 
@@ -170,7 +192,7 @@ LEAVE = f"""
 WITH gone AS (
     DELETE FROM simba_member WHERE group_name = %(group)s AND session_id = %(sid)s RETURNING group_name
 )
-SELECT group_name, pg_notify('{CHANNEL}', '{GROUP_PREFIX}' || group_name) FROM gone
+SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, 'group_name')} FROM gone
 """
 
 MEMBERS = f"""
