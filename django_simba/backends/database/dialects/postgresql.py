@@ -1,14 +1,18 @@
 """PostgreSQL (14+): CTEs, RETURNING, FOR SHARE, and NOTIFY on every release.
 
-A batch of statements goes in one simple-query message: one round trip, one
-implicit transaction, and a fresh snapshot for every statement (READ COMMITTED).
-That fresh snapshot is why acquire and keep-alive are two statements, not one:
-a single statement decides on the snapshot taken when it started, so it could
-miss a session or a take-over committed while it waited for a row lock.
+A single statement travels in the extended protocol, prepared once per
+connection (psycopg keeps it), with its arguments bound on the server. A batch of
+statements goes in one simple-query message: one round trip, one implicit
+transaction, and a fresh snapshot for every statement (READ COMMITTED). That
+fresh snapshot is why a take-over and the keep-alive are two statements, not
+one: a single statement decides on the snapshot taken when it started, so it
+could miss a session or a take-over committed while it waited for a row lock.
+Batched statements are prepared once per connection (``PREPARE``) and run by
+name (``EXECUTE``), so their CTEs are not parsed and planned again each time.
 
-Every statement is prepared once per connection (``PREPARE``) and run by name
-(``EXECUTE``), which halves the cost of a call: the CTEs are not parsed and
-planned again each time, and ``EXECUTE`` still travels in a simple query.
+An acquire first tries the cases one statement can decide on its snapshot
+(``TAKE_FREE``): a released row, a new name, a live holder. Only a holder that
+looks dead, or the caller itself, needs the locked batch.
 """
 
 from __future__ import annotations
@@ -83,6 +87,36 @@ OWNED = "SELECT name, token FROM simba_lease WHERE session_id = %(sid)s"
 LOCK_LEASE = """
 INSERT INTO simba_lease (name, session_id, token) VALUES (%(name)s, '', 0)
 ON CONFLICT (name) DO UPDATE SET token = simba_lease.token WHERE false
+"""
+
+# Decides what a snapshot can: takes a released row (the UPDATE re-checks a row that
+# changed under it, so a concurrent take-over wins alone), creates the row of a new
+# name (a concurrent creator wins the conflict), or reports a live holder (refusing
+# is always safe). Anything else (no reply token, no live holder) goes to the batch.
+TAKE_FREE = f"""
+WITH {CLOCK},
+live AS (
+    SELECT s.expires_at - clock.now AS remaining FROM simba_session s, clock
+    WHERE s.session_id = %(sid)s AND s.expires_at > clock.now
+),
+current AS (SELECT session_id AS holder FROM simba_lease WHERE name = %(name)s),
+taken AS (
+    UPDATE simba_lease l SET token = l.token + 1, session_id = %(sid)s
+    WHERE l.name = %(name)s AND l.session_id = '' AND EXISTS (SELECT 1 FROM live)
+    RETURNING l.token
+),
+created AS (
+    INSERT INTO simba_lease (name, session_id, token)
+    SELECT %(name)s, %(sid)s, 1 FROM live WHERE NOT EXISTS (SELECT 1 FROM current)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING token
+)
+SELECT (SELECT remaining FROM live),
+       COALESCE((SELECT token FROM taken), (SELECT token FROM created)),
+       EXISTS (
+           SELECT 1 FROM current JOIN simba_session s ON s.session_id = current.holder, clock
+           WHERE current.holder NOT IN ('', %(sid)s) AND s.expires_at > clock.now
+       )
 """
 
 # Runs with the lease row locked, on a snapshot taken after the lock: the holder's
@@ -214,18 +248,7 @@ TIMEOUT_STATES = frozenset({"57014", "55P03"})
 UNDEFINED_TABLE = "42P01"
 
 _PARAMETER = re.compile(r"%\((\w+)\)s")
-PARAMETER_TYPES = {
-    "sid": "varchar",
-    "name": "varchar",
-    "group": "varchar",
-    "metadata": "varchar",
-    "low": "varchar",
-    "high": "varchar",
-    "ids": "varchar[]",
-    "lease": "bigint",
-    "token": "bigint",
-    "limit": "bigint",
-}
+PARAMETER_TYPES = {"sid": "varchar", "name": "varchar", "ids": "varchar[]", "lease": "bigint"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,35 +273,30 @@ class Prepared:
         return f"EXECUTE {self.name}{f'({arguments})' if arguments else ''}"
 
 
+#: psycopg's threshold: unasked statements are never prepared (the connection's prepared
+#: statements stay ours), and ``prepare=True`` still prepares.
+PREPARE_NEVER_UNASKED = 2**31 - 1
+
+#: The statements sent in batches, prepared by name on every new connection.
 STATEMENTS = {
     name: Prepared(f"simba_{name.lower()}", sql)
     for name, sql in {
-        "OPEN_SESSION": OPEN_SESSION,
         "RENEW": RENEW,
         "OWNED": OWNED,
         "LOCK_LEASE": LOCK_LEASE,
         "TAKE": TAKE,
-        "RELEASE": RELEASE,
-        "FORCE_RELEASE": FORCE_RELEASE,
         "FREE_LEASES": FREE_LEASES,
         "DELETE_SESSIONS": DELETE_SESSIONS,
         "DELETE_MEMBERS": DELETE_MEMBERS,
-        "EXPIRED": EXPIRED,
-        "SESSIONS": SESSIONS,
-        "OWNER": OWNER,
-        "LEASES": LEASES,
-        "JOIN": JOIN,
-        "LEAVE": LEAVE,
-        "MEMBERS": MEMBERS,
-        "GROUPS": GROUPS,
     }.items()
 }
-#: What the dialect sends: ``EXECUTE`` of each prepared statement.
+#: What a batch sends: ``EXECUTE`` of each prepared statement.
 RUN = {name: statement.execute() for name, statement in STATEMENTS.items()}
 
 
 class PostgresqlExecutor(Executor):
-    """Client-side binding, so a batch of statements travels as one simple query."""
+    """One statement: server-side binding of a prepared statement. A batch: client-side
+    binding, so its statements travel as one simple query."""
 
     def _cursor(self) -> Any:
         import psycopg
@@ -286,7 +304,14 @@ class PostgresqlExecutor(Executor):
         return psycopg.ClientCursor(self.raw)
 
     def run(self, sql: str, params: Params) -> Result:
-        return self.run_batch([sql], params, atomic=False)[0]
+        import psycopg
+
+        self.traffic.count(1)
+        # Not raw.cursor(): Django makes that a client-side binding cursor.
+        with psycopg.Cursor(self.raw) as cursor:
+            cursor.execute(sql, params, prepare=True)
+            rows = cursor.fetchall() if cursor.description is not None else []
+            return Result(rows, cursor.rowcount)
 
     def run_batch(self, statements: Sequence[str], params: Params, *, atomic: bool) -> list[Result]:
         # A multi-statement simple query is one implicit transaction already.
@@ -317,6 +342,8 @@ class PostgresqlDialect(Dialect):
     def configure(self, wrapper: Any, timeout: float) -> None:
         raw = wrapper.connection
         raw.autocommit = True
+        # Django turns prepared statements off; run() asks for them (prepare=True), others never.
+        raw.prepare_threshold = PREPARE_NEVER_UNASKED
         milliseconds = max(1, round(timeout * 1000))
         settings = [
             f"SET statement_timeout = {milliseconds}",
@@ -329,7 +356,7 @@ class PostgresqlDialect(Dialect):
     # -- sessions ---------------------------------------------------------------------
 
     def open_session(self, ex: Executor, session_id: str, lease_ms: int, metadata: str) -> int:
-        ex.run(RUN["OPEN_SESSION"], {"sid": session_id, "lease": lease_ms, "metadata": metadata})
+        ex.run(OPEN_SESSION, {"sid": session_id, "lease": lease_ms, "metadata": metadata})
         return lease_ms
 
     def keep_alive(self, ex: Executor, session_id: str, lease_ms: int) -> Renewed:
@@ -349,51 +376,53 @@ class PostgresqlDialect(Dialect):
         return Removed(deleted.rowcount, [row[0] for row in freed.rows], [row[0] for row in left.rows])
 
     def expired_sessions(self, ex: Executor, limit: int) -> list[str]:
-        return [row[0] for row in ex.run(RUN["EXPIRED"], {"limit": limit}).rows]
+        return [row[0] for row in ex.run(EXPIRED, {"limit": limit}).rows]
 
     def sessions(self, ex: Executor) -> list[Row]:
-        return ex.run(RUN["SESSIONS"], {}).rows
+        return ex.run(SESSIONS, {}).rows
 
     # -- leases -----------------------------------------------------------------------
 
     def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired:
-        _, decided = ex.run_batch(
-            [RUN["LOCK_LEASE"], RUN["TAKE"]], {"sid": session_id, "name": name}, atomic=True
-        )
-        remaining, token = decided.rows[0]
+        params = {"sid": session_id, "name": name}
+        remaining, token, held = ex.run(TAKE_FREE, params).rows[0]
+        if remaining is not None and token is None and not held:
+            # A holder that looks dead (or is the caller): decide with the row locked.
+            _, decided = ex.run_batch([RUN["LOCK_LEASE"], RUN["TAKE"]], params, atomic=True)
+            remaining, token = decided.rows[0]
         return Acquired(None if remaining is None else int(remaining), None if token is None else int(token))
 
     def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
-        ex.run(RUN["RELEASE"], {"sid": session_id, "name": name, "token": token})
+        ex.run(RELEASE, {"sid": session_id, "name": name, "token": token})
         return None  # waiters are woken by NOTIFY: the engine learns of them when they refuse it
 
     def force_release(self, ex: Executor, name: str) -> bool:
-        was_live, _ = ex.run(RUN["FORCE_RELEASE"], {"name": name}).rows[0]
+        was_live, _ = ex.run(FORCE_RELEASE, {"name": name}).rows[0]
         return bool(was_live)
 
     def owner(self, ex: Executor, name: str) -> Row | None:
-        rows = ex.run(RUN["OWNER"], {"name": name}).rows
+        rows = ex.run(OWNER, {"name": name}).rows
         return rows[0] if rows else None
 
     def leases(self, ex: Executor, prefix: str) -> list[Row]:
         low, high = prefix_range(prefix)
-        return ex.run(RUN["LEASES"], {"low": low, "high": high}).rows
+        return ex.run(LEASES, {"low": low, "high": high}).rows
 
     # -- groups -----------------------------------------------------------------------
 
     def join(self, ex: Executor, session_id: str, group: str) -> bool:
-        live, _ = ex.run(RUN["JOIN"], {"sid": session_id, "group": group}).rows[0]
+        live, _ = ex.run(JOIN, {"sid": session_id, "group": group}).rows[0]
         return bool(live)
 
     def leave(self, ex: Executor, session_id: str, group: str) -> bool:
-        return bool(ex.run(RUN["LEAVE"], {"sid": session_id, "group": group}).rows)
+        return bool(ex.run(LEAVE, {"sid": session_id, "group": group}).rows)
 
     def members(self, ex: Executor, group: str) -> list[Row]:
-        return ex.run(RUN["MEMBERS"], {"group": group}).rows
+        return ex.run(MEMBERS, {"group": group}).rows
 
     def groups(self, ex: Executor, prefix: str) -> list[Row]:
         low, high = prefix_range(prefix)
-        return ex.run(RUN["GROUPS"], {"low": low, "high": high}).rows
+        return ex.run(GROUPS, {"low": low, "high": high}).rows
 
     # -- errors -----------------------------------------------------------------------
 

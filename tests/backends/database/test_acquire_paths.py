@@ -1,0 +1,97 @@
+"""PostgreSQL acquires in one statement what a snapshot can decide, and locks only for the rest.
+
+A released row, a new name and a live holder take one round trip; a refusal
+writes nothing (not even a row lock). A holder that looks dead, or the caller
+itself, goes on to the locked take-over in a second round trip.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from django_simba.backends.database import DatabaseBackend
+from django_simba.spi import Grant
+from django_simba.testing import wait_until
+
+from .conftest import Outsider, on
+
+pytestmark = pytest.mark.parametrize(
+    "alias", [pytest.param("postgresql", marks=on("postgresql"))], indirect=True
+)
+
+
+@pytest.fixture
+def sessions(backend: DatabaseBackend) -> Iterator[list[str]]:
+    opened: list[str] = []
+    yield opened
+    for session_id in opened:
+        backend.close_session(session_id)
+
+
+def open_session(backend: DatabaseBackend, sessions: list[str], lease: float = 30) -> str:
+    session_id = backend.open_session(lease, "paths").session_id
+    sessions.append(session_id)
+    return session_id
+
+
+def round_trips(backend: DatabaseBackend, session_id: str, name: str) -> tuple[Grant | None, int]:
+    before = backend.traffic.round_trips
+    grant = backend.acquire(session_id, name)
+    return grant, backend.traffic.round_trips - before
+
+
+def row_versions(outsider: Outsider, name: str) -> tuple[str, str]:
+    """The row's xmin and xmax: a write or a row lock changes one of them."""
+    [(xmin, xmax)] = outsider.execute(
+        "SELECT xmin::text, xmax::text FROM simba_lease WHERE name = %s", (name,)
+    )
+    return xmin, xmax
+
+
+def test_a_new_name_and_a_released_one_take_one_round_trip(
+    backend: DatabaseBackend, sessions: list[str]
+) -> None:
+    name = f"paths-{uuid.uuid4().hex[:8]}"
+    me = open_session(backend, sessions)
+    first, trips = round_trips(backend, me, name)
+    assert first is not None and first.token == 1 and trips == 1
+    backend.release(me, name, first.token)
+    second, trips = round_trips(backend, me, name)
+    assert second is not None and second.token == 2 and trips == 1
+
+
+def test_a_live_holder_is_refused_in_one_round_trip_without_a_write(
+    backend: DatabaseBackend, sessions: list[str], outsider: Outsider
+) -> None:
+    name = f"paths-{uuid.uuid4().hex[:8]}"
+    holder, other = open_session(backend, sessions), open_session(backend, sessions)
+    assert backend.acquire(holder, name) is not None
+    versions = row_versions(outsider, name)
+    refused, trips = round_trips(backend, other, name)
+    assert refused is None and trips == 1
+    assert row_versions(outsider, name) == versions
+
+
+def test_a_dead_holder_is_taken_over_with_the_row_locked(
+    backend: DatabaseBackend, sessions: list[str], outsider: Outsider
+) -> None:
+    name = f"paths-{uuid.uuid4().hex[:8]}"
+    dying, other = open_session(backend, sessions, lease=0.3), open_session(backend, sessions)
+    held = backend.acquire(dying, name)
+    assert held is not None
+    wait_until(lambda: backend.owner(name) is None, 5, message="the holder's session to expire")
+    taken, trips = round_trips(backend, other, name)
+    assert taken is not None and taken.token == held.token + 1 and trips == 2
+    assert backend.owner(name).session_id == other  # type: ignore[union-attr]
+
+
+def test_the_holder_asking_again_keeps_its_term(backend: DatabaseBackend, sessions: list[str]) -> None:
+    name = f"paths-{uuid.uuid4().hex[:8]}"
+    me = open_session(backend, sessions)
+    held = backend.acquire(me, name)
+    assert held is not None
+    again, trips = round_trips(backend, me, name)
+    assert again is not None and again.token == held.token and trips == 2
