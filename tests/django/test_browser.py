@@ -127,9 +127,9 @@ def test_operator_reads_and_force_releases_a_lease(browser, live_server, engine,
     row.find_element("css selector", "input.action-select").click()
     browser.find_element("css selector", "select[name=action] option[value=force_release]").click()
     browser.find_element("css selector", "button[name=index]").click()
-    assert "Force-release leases?" in browser.find_element("id", "content").text
+    wait_for_text(browser, "#content", "Force-release leases?")
     browser.find_element("id", "simba-confirm").click()
-    assert "Force-released 1 of 1 lease" in browser.find_element("css selector", "ul.messagelist").text
+    wait_for_text(browser, "ul.messagelist", "Force-released 1 of 1 lease")
     assert engine.backend.owner("invoices:2024-12") is None
 
     browser.get(f"{live_server.url}/admin/django_simba/lease/status/")
@@ -138,3 +138,17 @@ def test_operator_reads_and_force_releases_a_lease(browser, live_server, engine,
     status_shot = tmp_path / "status.png"
     assert browser.find_element("id", "simba-sessions").screenshot(str(status_shot))
     assert png_facts(status_shot.read_bytes())[2] > 20
+
+
+def wait_for_text(browser, selector: str, text: str, timeout: float = 10) -> None:
+    """Wait for ``text`` in the element at ``selector``: a click that submits a form returns
+    before the next page loads, and the old page's elements go stale under the lookup."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(
+        browser, timeout, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)
+    ).until(
+        lambda driver: text in driver.find_element("css selector", selector).text,
+        f"{text!r} in {selector}",
+    )
