@@ -32,6 +32,8 @@ class Result:
 
     rows: list[Row] = field(default_factory=list)
     rowcount: int = -1
+    #: MySQL's insert id, which ``LAST_INSERT_ID(expr)`` sets: a value an UPDATE can report.
+    last_id: int | None = None
 
 
 @dataclass(slots=True)

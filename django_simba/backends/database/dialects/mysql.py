@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .base import (
+    Acquired,
     Executor,
     Params,
     Removed,
@@ -73,6 +74,27 @@ SELECT (SELECT expires_at - {NOW} FROM simba_session WHERE session_id = %(sid)s)
        (SELECT token FROM simba_lease WHERE name = %(name)s AND session_id = %(sid)s)
 """
 
+# What needs no session check, in one plain statement: a new name's row, or a released
+# row, is taken (the duplicate key locks the row, so a concurrent taker waits and finds
+# it held). A holder that is another session is marked as having turned someone away.
+# The caller's own session is judged after, by STATE: a row taken by a dead session is
+# free to anyone anyway. SET runs left to right: session_id changes last.
+TAKE_FREE = """
+INSERT INTO simba_lease (name, session_id, token) VALUES (%(name)s, %(sid)s, 1)
+ON DUPLICATE KEY UPDATE
+    wanted = IF(session_id = '', 0, IF(session_id = %(sid)s, wanted, 1)),
+    token = IF(session_id = '', token + 1, token),
+    session_id = IF(session_id = '', %(sid)s, session_id)
+"""
+# After TAKE_FREE: the caller's remaining time, the token, whether the caller holds the
+# row, and the holder's remaining time (None when it has no session).
+STATE = f"""
+SELECT (SELECT expires_at - {NOW} FROM simba_session WHERE session_id = %(sid)s),
+       l.token, l.session_id = %(sid)s,
+       (SELECT s.expires_at - {NOW} FROM simba_session s WHERE s.session_id = l.session_id)
+FROM simba_lease l WHERE l.name = %(name)s
+"""
+
 # On the locked row, after the take: set when the holder is another session (a refusal).
 MARK_WANTED = (
     "UPDATE simba_lease SET wanted = (session_id <> %(sid)s) WHERE name = %(name)s AND session_id <> ''"
@@ -83,6 +105,12 @@ RELEASE = (
     " AND (%(token)s = 0 OR token = %(token)s)"
 )
 WANTED = "SELECT wanted FROM simba_lease WHERE name = %(name)s"
+# RELEASE and WANTED in one statement: LAST_INSERT_ID(expr) hands the client ``wanted + 1``
+# (0 when no row matched) and leaves the column as it was.
+RELEASE_REPORTING = (
+    "UPDATE simba_lease SET session_id = '', wanted = LAST_INSERT_ID(wanted + 1) - 1"
+    " WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)"
+)
 
 HOLDER_FOR_UPDATE = f"""
 SELECT EXISTS (
@@ -163,7 +191,7 @@ class MysqlExecutor(Executor):
             results = []
             while True:
                 rows = list(cursor.fetchall()) if cursor.description is not None else []
-                results.append(Result(rows, cursor.rowcount))
+                results.append(Result(rows, cursor.rowcount, cursor.lastrowid))
                 if not cursor.nextset():
                     break
         finally:
@@ -228,6 +256,28 @@ class MysqlDialect(StatementDialect):
             [FREE_LEASES, DELETE_SESSIONS, DELETE_MEMBERS], {"ids": tuple(session_ids)}, atomic=True
         )
         return Removed(deleted.rowcount, [], [])
+
+    # -- leases -----------------------------------------------------------------------
+
+    def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired:
+        """One plain batch for a new name, a released one or a live holder; a holder that
+        looks dead goes on to the locked take-over."""
+        params = {"sid": session_id, "name": name}
+        _, state = ex.run_batch([TAKE_FREE, STATE], params, atomic=False)
+        remaining, token, mine, held_for = state.rows[0]
+        if remaining is None or remaining <= 0:
+            return Acquired(None, None)
+        if mine:
+            return Acquired(int(remaining), int(token))
+        if held_for is not None and held_for > 0:
+            return Acquired(int(remaining), None)
+        return super().acquire(ex, session_id, name)
+
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
+        freed = ex.run(RELEASE_REPORTING, {"sid": session_id, "name": name, "token": token})
+        if freed.rowcount <= 0 or not freed.last_id:
+            return None
+        return freed.last_id > 1
 
     # -- groups -----------------------------------------------------------------------
 
