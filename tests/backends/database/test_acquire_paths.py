@@ -19,10 +19,21 @@ from django_simba.testing import wait_until
 from .conftest import Outsider, on
 
 pytestmark = pytest.mark.parametrize(
-    "alias",
-    [pytest.param(alias, marks=on(alias), id=alias) for alias in ("postgresql", "mysql")],
-    indirect=True,
+    ("alias", "style"),
+    [
+        pytest.param("postgresql", "statement", marks=on("postgresql"), id="postgresql"),
+        pytest.param("mysql", "returning", marks=on("mysql"), id="mariadb-returning"),
+        pytest.param("mysql", "batch", marks=on("mysql"), id="mysql-batch"),
+    ],
+    indirect=["alias"],
 )
+
+
+@pytest.fixture(autouse=True)
+def acquire_style(backend: DatabaseBackend, style: str) -> None:
+    """MySQL has no RETURNING: on MariaDB, the batch MySQL would use is tested too."""
+    if style == "batch":
+        backend.dialect.returning = False  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -101,3 +112,13 @@ def test_the_holder_asking_again_keeps_its_term(
     again, trips = round_trips(backend, me, name)
     # MySQL's first round trip reads the row back and finds the caller there.
     assert again is not None and again.token == held.token and trips == (2 if alias == "postgresql" else 1)
+
+
+def test_the_first_round_trip_is_one_statement_where_the_server_can_answer_in_it(
+    backend: DatabaseBackend, sessions: list[str], style: str
+) -> None:
+    me = open_session(backend, sessions)
+    before = backend.traffic.snapshot()
+    assert backend.acquire(me, f"paths-{uuid.uuid4().hex[:8]}") is not None
+    trips, statements = (after - first for after, first in zip(backend.traffic.snapshot(), before))
+    assert (trips, statements) == (1, 2 if style == "batch" else 1)

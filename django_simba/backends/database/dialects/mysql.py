@@ -87,12 +87,23 @@ ON DUPLICATE KEY UPDATE
     session_id = IF(session_id = '', %(sid)s, session_id)
 """
 # After TAKE_FREE: the caller's remaining time, the token, whether the caller holds the
-# row, and the holder's remaining time (None when it has no session).
+# row, and another holder's remaining time (None when it has no session; the lookup is
+# skipped, as IF evaluates one branch, when the caller holds the row).
 STATE = f"""
 SELECT (SELECT expires_at - {NOW} FROM simba_session WHERE session_id = %(sid)s),
        l.token, l.session_id = %(sid)s,
-       (SELECT s.expires_at - {NOW} FROM simba_session s WHERE s.session_id = l.session_id)
+       IF(l.session_id = %(sid)s, NULL,
+          (SELECT s.expires_at - {NOW} FROM simba_session s WHERE s.session_id = l.session_id))
 FROM simba_lease l WHERE l.name = %(name)s
+"""
+
+# MariaDB 10.5+: TAKE_FREE answering what STATE reads, in the same statement (RETURNING
+# sees the row as the upsert left it).
+TAKE_FREE_RETURNING = f"""{TAKE_FREE.rstrip()}
+RETURNING (SELECT expires_at - {NOW} FROM simba_session WHERE session_id = %(sid)s),
+          token, session_id = %(sid)s,
+          IF(session_id = %(sid)s, NULL,
+             (SELECT s.expires_at - {NOW} FROM simba_session s WHERE s.session_id = simba_lease.session_id))
 """
 
 # On the locked row, after the take: set when the holder is another session (a refusal).
@@ -229,9 +240,15 @@ class MysqlDialect(StatementDialect):
         options.setdefault("connect_timeout", max(1, math.ceil(timeout)))
         return options
 
+    #: The server takes INSERT ... RETURNING (MariaDB 10.5+; MySQL has none); None until a
+    #: first connection tells.
+    returning: bool | None = None
+
     def configure(self, wrapper: Any, timeout: float) -> None:
         raw = wrapper.connection
         raw.autocommit(True)
+        if self.returning is None:
+            self.returning = bool(wrapper.mysql_is_mariadb and wrapper.mysql_version >= (10, 5))
         # innodb_lock_wait_timeout counts whole seconds; the statement limit is exact.
         if wrapper.mysql_is_mariadb:
             statement_limit = f"max_statement_time = {timeout:.3f}"
@@ -260,10 +277,13 @@ class MysqlDialect(StatementDialect):
     # -- leases -----------------------------------------------------------------------
 
     def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired:
-        """One plain batch for a new name, a released one or a live holder; a holder that
-        looks dead goes on to the locked take-over."""
+        """One plain statement (MariaDB) or batch (MySQL) for a new name, a released one or a
+        live holder; a holder that looks dead goes on to the locked take-over."""
         params = {"sid": session_id, "name": name}
-        _, state = ex.run_batch([TAKE_FREE, STATE], params, atomic=False)
+        if self.returning:
+            state = ex.run(TAKE_FREE_RETURNING, params)
+        else:
+            _, state = ex.run_batch([TAKE_FREE, STATE], params, atomic=False)
         remaining, token, mine, held_for = state.rows[0]
         if remaining is None or remaining <= 0:
             return Acquired(None, None)
