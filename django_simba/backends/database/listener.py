@@ -97,10 +97,11 @@ class PostgresListener:
                 self._condition.wait(remaining)
 
     def _wake(self) -> None:
-        pipe = self._pipe
-        if pipe is not None:
-            with contextlib.suppress(OSError):  # a wake-up is pending already, or the thread ended
-                os.write(pipe[1], b"\0")
+        # Under the lock stop() closes the pipe with: a closed descriptor's number may be reused.
+        with self._condition:
+            if self._pipe is not None:
+                with contextlib.suppress(BlockingIOError):  # a wake-up is pending already
+                    os.write(self._pipe[1], b"\0")
 
     # -- life -------------------------------------------------------------------------
 
