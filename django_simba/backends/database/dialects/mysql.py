@@ -1,10 +1,11 @@
 """MySQL 8 and MariaDB 10.11+: upserts with ON DUPLICATE KEY UPDATE and locking subqueries.
 
 A batch of statements goes in one multi-statement query (mysqlclient enables
-them), so acquire and keep-alive take one round trip each. InnoDB's locking
-reads (``LOCK IN SHARE MODE``, UPDATE) always see the latest committed rows, and
-the backend's connections run READ COMMITTED, so every plain read of a batch
-sees what committed before it.
+them), so the keep-alive and most acquires take one round trip each; only a
+take-over from a holder that looks dead takes a second one, with the rows
+locked. InnoDB's locking reads (``LOCK IN SHARE MODE``, UPDATE) always see the
+latest committed rows, and the backend's connections run READ COMMITTED, so
+every plain read of a batch sees what committed before it.
 """
 
 from __future__ import annotations
