@@ -143,7 +143,8 @@ def servers(families: list[str], log: Callable[[str], None]) -> Iterator[tuple[E
                     missing = ensure_installed()
                     if missing:
                         raise RuntimeError(missing)
-                    server = stack.enter_context(zookeeper_standalone())
+                    # fsync on, as in production (the test suite's servers skip it)
+                    server = stack.enter_context(zookeeper_standalone(extra_config={"forceSync": "yes"}))
                     env["zk_hosts"], env["zk_port"] = server.hosts, server.client_port
                     log(f"ZooKeeper started on {server.hosts} (pid {server.pid})")
             except Exception as error:  # a missing server leaves its rows out, it does not stop the run

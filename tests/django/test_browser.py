@@ -103,7 +103,7 @@ def log_in(browser, live_server, username: str) -> None:
     browser.get(f"{live_server.url}/admin/login/")
     browser.find_element("name", "username").send_keys(username)
     browser.find_element("name", "password").send_keys("pw")
-    browser.find_element("css selector", "input[type=submit]").click()
+    submit(browser, browser.find_element("css selector", "input[type=submit]"))
     assert browser.find_element("id", "user-tools")
 
 
@@ -126,9 +126,9 @@ def test_operator_reads_and_force_releases_a_lease(browser, live_server, engine,
 
     row.find_element("css selector", "input.action-select").click()
     browser.find_element("css selector", "select[name=action] option[value=force_release]").click()
-    browser.find_element("css selector", "button[name=index]").click()
+    submit(browser, browser.find_element("css selector", "button[name=index]"))
     wait_for_text(browser, "#content", "Force-release leases?")
-    browser.find_element("id", "simba-confirm").click()
+    submit(browser, browser.find_element("id", "simba-confirm"))
     wait_for_text(browser, "ul.messagelist", "Force-released 1 of 1 lease")
     assert engine.backend.owner("invoices:2024-12") is None
 
@@ -140,15 +140,25 @@ def test_operator_reads_and_force_releases_a_lease(browser, live_server, engine,
     assert png_facts(status_shot.read_bytes())[2] > 20
 
 
-def wait_for_text(browser, selector: str, text: str, timeout: float = 10) -> None:
-    """Wait for ``text`` in the element at ``selector``: a click that submits a form returns
-    before the next page loads, and the old page's elements go stale under the lookup."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+def submit(browser, button, timeout: float = 10) -> None:
+    """Click a button that submits a form, and wait until the page it leaves is gone.
+
+    The click returns before the next page loads; until then, lookups reach the old
+    page's elements, which go stale (or vanish from the inspector) under them."""
+    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
-    WebDriverWait(
-        browser, timeout, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)
-    ).until(
+    page = browser.find_element("tag name", "html")
+    button.click()
+    WebDriverWait(browser, timeout).until(expected_conditions.staleness_of(page), "the next page")
+
+
+def wait_for_text(browser, selector: str, text: str, timeout: float = 10) -> None:
+    """Wait for ``text`` in the element at ``selector`` while the page finishes loading."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, timeout, ignored_exceptions=(WebDriverException,)).until(
         lambda driver: text in driver.find_element("css selector", selector).text,
         f"{text!r} in {selector}",
     )
