@@ -220,8 +220,6 @@ class Statements:
     take: str
     mark_wanted: str  # after a take: the row says whether its holder turned someone away
     taken: str
-    release: str
-    wanted: str
     holder: str  # the holder's liveness, read (locked where the dialect can) before freeing
     free_lease: str
     owner: str
@@ -235,7 +233,7 @@ class StatementDialect(Dialect):
     """A dialect whose common operations are one statement (or batch) each, named in ``sql``.
 
     Subclasses give their :class:`Statements` and the operations that differ
-    (removing sessions, joining, error classification).
+    (removing sessions, releasing, joining, error classification).
     """
 
     sql: ClassVar[Statements]
@@ -265,15 +263,6 @@ class StatementDialect(Dialect):
         if remaining is None or remaining <= 0:
             return Acquired(None, None)
         return Acquired(int(remaining), None if token is None else int(token))
-
-    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
-        # Polled waiters cannot be told of a release: the flag their refusals left lets the
-        # releaser step aside (see the engine's courtesy), or one process could keep the name.
-        params = {"sid": session_id, "name": name, "token": token}
-        released, wanted = ex.run_batch([self.sql.release, self.sql.wanted], params, atomic=False)
-        if released.rowcount <= 0 or not wanted.rows:
-            return None
-        return bool(wanted.rows[0][0])
 
     def force_release(self, ex: Executor, name: str) -> bool:
         holder, _ = ex.run_batch([self.sql.holder, self.sql.free_lease], {"name": name}, atomic=True)

@@ -112,14 +112,9 @@ MARK_WANTED = (
     "UPDATE simba_lease SET wanted = (session_id <> %(sid)s) WHERE name = %(name)s AND session_id <> ''"
 )
 
+# Frees the term and reports the wanted flag: LAST_INSERT_ID(expr) hands the client
+# ``wanted + 1`` (0 when no row matched) and leaves the column as it was.
 RELEASE = (
-    "UPDATE simba_lease SET session_id = '' WHERE name = %(name)s AND session_id = %(sid)s"
-    " AND (%(token)s = 0 OR token = %(token)s)"
-)
-WANTED = "SELECT wanted FROM simba_lease WHERE name = %(name)s"
-# RELEASE and WANTED in one statement: LAST_INSERT_ID(expr) hands the client ``wanted + 1``
-# (0 when no row matched) and leaves the column as it was.
-RELEASE_REPORTING = (
     "UPDATE simba_lease SET session_id = '', wanted = LAST_INSERT_ID(wanted + 1) - 1"
     " WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)"
 )
@@ -222,8 +217,6 @@ class MysqlDialect(StatementDialect):
         take=TAKE,
         mark_wanted=MARK_WANTED,
         taken=TAKEN,
-        release=RELEASE,
-        wanted=WANTED,
         holder=HOLDER_FOR_UPDATE,
         free_lease=FREE_LEASE,
         owner=OWNER,
@@ -295,7 +288,9 @@ class MysqlDialect(StatementDialect):
         return super().acquire(ex, session_id, name)
 
     def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
-        freed = ex.run(RELEASE_REPORTING, {"sid": session_id, "name": name, "token": token})
+        # Polled waiters cannot be told of a release: the flag their refusals left lets the
+        # releaser step aside (see the engine's courtesy), or one process could keep the name.
+        freed = ex.run(RELEASE, {"sid": session_id, "name": name, "token": token})
         if freed.rowcount <= 0 or not freed.last_id:
             return None
         return freed.last_id > 1
