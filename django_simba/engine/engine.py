@@ -589,15 +589,19 @@ class Engine:
         self.runtime.submit(
             CONTEND_LANE,
             lambda: self.backend.release(session_id, name, token),
-            lambda outcome: self._on_released(slot, outcome),
+            lambda outcome: self._on_released_locked(slot, outcome),
         )
 
-    def _on_released(self, slot: Slot, outcome: Outcome[Any]) -> None:
+    def _on_released_locked(self, slot: Slot, outcome: Outcome[Any]) -> None:
         with self._mutex:
-            slot.busy = None
-            if outcome.error is not None:
-                logger.warning("django-simba: release of %r failed: %s", slot.name, outcome.error)
-            self._kick(slot)
+            self._on_released(slot, outcome)
+
+    def _on_released(self, slot: Slot, outcome: Outcome[Any]) -> None:
+        """Handle a release's reply (mutex held)."""
+        slot.busy = None
+        if outcome.error is not None:
+            logger.warning("django-simba: release of %r failed: %s", slot.name, outcome.error)
+        self._kick(slot)
 
     # -- operations used by locks ----------------------------------------------------------
 
