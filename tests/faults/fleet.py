@@ -214,20 +214,22 @@ class Fleet:
                 holders[worker.id] = current
         return holders
 
-    def fresh_holder(self, within: float = 0.15, timeout: float = 15.0) -> tuple[WorkerProcess, Event]:
-        """Wait for a worker that logged its acquisition less than ``within`` seconds ago.
+    def fresh_holder(self, ahead: float = 0.2, timeout: float = 15.0) -> tuple[WorkerProcess, Event]:
+        """Wait for a holder with ``ahead`` seconds of its hold left, so a fault injected now hits it.
 
-        Workers hold for at least 0.3 s after that line, so a fault injected now hits a holder.
+        The time left is judged after the logs were read (reading them can take a while on a busy
+        machine), from the end of the hold that the worker's ``acquired`` line gives.
         """
 
         def found() -> tuple[WorkerProcess, Event] | None:
+            holders = self.holding()
             now = time.monotonic()
-            for worker_id, event in self.holding().items():
-                if now - event["t"] < within:
+            for worker_id, event in holders.items():
+                if event["until"] - now >= ahead:
                     return self.worker(worker_id), event
             return None
 
-        return wait_for(found, timeout, "a worker that just acquired the lock")
+        return wait_for(found, timeout, "a worker with its hold ahead")
 
     def acquired_after(self, moment: float, *, besides: str | None = None) -> list[Event]:
         """``acquired`` events after ``moment`` (by workers other than ``besides``), in time order."""

@@ -148,6 +148,10 @@ class Worker:
             acquired = time.monotonic()
             valid = term.is_valid()
             owner = self._owner()  # the backend's view, asked while the term should be valid
+            zk = self._zookeeper_client_id(engine, term.session_id)
+            # the hold counts from the log line, and the line says when it ends: a test injecting
+            # a fault into a holder picks one with enough of its hold ahead
+            until = time.monotonic() + self.random.uniform(*self.config["hold"])
             self.log(
                 "acquired",
                 token=term.token,
@@ -155,12 +159,12 @@ class Worker:
                 called=called,
                 valid=valid,
                 at=acquired,
+                until=until,
                 owner=owner,
                 valid_after_owner=term.is_valid(),
-                zk=self._zookeeper_client_id(engine, term.session_id),
+                zk=zk,
             )
-            # the hold counts from the log line, so the test sees a holder with its whole hold ahead
-            self.hold(term, time.monotonic() + self.random.uniform(*self.config["hold"]))
+            self.hold(term, until)
             try:
                 lock.release()
                 self.log("released", token=term.token)
