@@ -46,6 +46,7 @@ JVM_OPTIONS = (
     "-Dznode.container.checkIntervalMs=500",  # empty group containers go within a second
     "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
     "-Dorg.slf4j.simpleLogger.showDateTime=true",
+    "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
 )
 
 
