@@ -10,6 +10,16 @@ client (ZooKeeper answers one session's requests in that order):
 * ``acquire`` creates ``{root}/leases/{name}`` (ephemeral, data = session id) and records the
   node's czxid as the token. A create whose reply is lost (timeout, connection loss) may still
   have been applied: the name is then "possibly owned" until the next keep-alive lists it.
+  Right behind the create goes an ``exists`` with a watch, in the same round trip: when the
+  create fails it tells who holds the name, and when it succeeds its watch stays on our node.
+* ``release`` deletes the node. ZooKeeper cannot make a delete conditional on the node's owner,
+  so the node must be known to be this term's: while the watch set with the grant has not fired
+  (kazoo drops a watch from its registry as it reads the event, and drops them all when the
+  connection fails), nobody deleted it, and the delete goes alone. Otherwise (no confirmed
+  watch: a lost reply, a reconnection, a watch that fired) a ``sync`` and an ``exists`` check the
+  owner and czxid first. Either way, an operator's force-release and another session's create
+  that both land while our delete is in flight, within about one round trip, can still lose
+  that session its node; its fencing token is then older than the next holder's.
 * ``keep_alive`` sends, back to back, a write of the session node (its mtime tells observers when
   the session was last renewed, and as a write it brings the connected server up to date) and a
   ``getEphemerals`` of the leases directory: the names this ZooKeeper session really owns. Names
@@ -33,6 +43,8 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, SessionExpiredError
+from kazoo.protocol.paths import _prefix_root
+from kazoo.protocol.states import WatchedEvent
 
 from ...spi import BackendTimeout, BackendUnavailable, Grant, Renewal, SessionExpired
 from .client import create_container_async, get_ephemerals_async, negotiated_timeout, new_client
@@ -51,10 +63,7 @@ _CREATE_ATTEMPTS = 4  # a node can vanish between our create and our look at it;
 class _Held:
     token: int
     seq: int  # position in the client's request order of the request that saw the node
-
-
-class _Vanished(Exception):
-    """The node existed when our create failed, and was gone when we looked at it."""
+    watched: bool = False  # a watch set right after the grant saw this term's node
 
 
 class ZkSession:
@@ -243,13 +252,28 @@ class ZkSession:
         except KazooException as error:
             raise translate(error, what) from error
 
-    def _record(self, name: str, token: int, seq: int) -> None:
+    def _record(self, name: str, token: int, seq: int, *, watched: bool = False) -> None:
         with self._mutex:
             if self.ended_because:
                 return
             known = self._held.get(name)
             if known is None or known.seq < seq:
-                self._held[name] = _Held(token, seq)
+                self._held[name] = _Held(token, seq, watched)
+
+    def _on_lease_watch(self, event: WatchedEvent) -> None:
+        """Watches on lease nodes are read from kazoo's registry (see ``_watch_live``), not here."""
+
+    def _watch_live(self, path: str) -> bool:
+        """Whether our lease watch on ``path`` is registered and has not fired.
+
+        kazoo (2.x) keeps a path's live watches in ``_data_watchers``, removes them there on its
+        connection thread as soon as it reads their event, and empties it when the connection
+        drops: no event can have been read for ``path`` while ours is still in it.
+        """
+        registered = getattr(self.client, "_data_watchers", None)
+        if not isinstance(registered, dict):
+            return False  # a kazoo without that registry: always check the node first
+        return self._on_lease_watch in registered.get(_prefix_root(self.client.chroot, path), ())
 
     def _forget(self, name: str) -> None:
         with self._mutex:
@@ -319,38 +343,45 @@ class ZkSession:
         acl = self.security.acl_for(path)
         data = self.session_id.encode()
         for _ in range(_CREATE_ATTEMPTS):
-            result, seq = self._send(
-                lambda: self.client.create_async(path, data, acl=acl, ephemeral=True, include_data=True)
-            )
+            with self._mutex:  # both queued together: ZooKeeper answers them in this order
+                if self.ended_because:
+                    raise SessionExpired(self.session_id)
+                self._seq += 2
+                created_seq, looked_seq = self._seq - 1, self._seq
+                created = self.client.create_async(path, data, acl=acl, ephemeral=True, include_data=True)
+                looked = self.client.exists_async(path, watch=self._on_lease_watch)
             try:
-                _, stat = self._wait(result, deadline, f"creating {path}")
+                _, stat = self._wait(created, deadline, f"creating {path}")
             except NodeExistsError:
-                try:
-                    return self._existing_term(name, path, deadline)
-                except _Vanished:
-                    continue
+                stat = self._wait(looked, deadline, f"reading {path}")
+                if stat is None:
+                    continue  # released between our create and our look: try again
+                if stat.ephemeralOwner != self.zk_id:
+                    self._unconfirm(name)
+                    return None
+                return self._grant(name, stat, looked_seq, watched=True)  # ours already: the same term
             except NoNodeError:
                 prepare_layout(self.client, deadline)  # someone deleted our parent nodes
                 continue
-            return self._grant(name, stat, seq)
+            seen = self._wait(looked, deadline, f"reading {path}")
+            watched = seen is not None and seen.czxid == stat.czxid
+            return self._grant(name, stat, created_seq, watched=watched)
         return None  # the name changed hands under us every time: someone else is taking it
 
-    def _existing_term(self, name: str, path: str, deadline: Deadline) -> Grant | None:
-        result, seq = self._send(lambda: self.client.exists_async(path))
-        stat = self._wait(result, deadline, f"reading {path}")
-        if stat is None:
-            raise _Vanished(path)
-        if stat.ephemeralOwner != self.zk_id:
-            return None
-        return self._grant(name, stat, seq)  # ours already: the same term
-
-    def _grant(self, name: str, stat: Any, seq: int) -> Grant:
+    def _grant(self, name: str, stat: Any, seq: int, *, watched: bool) -> Grant:
         if stat.ephemeralOwner != self.zk_id:
             # kazoo re-created the session after an expiry: that node dies with the client
             self.end("kazoo connected under another ZooKeeper session")
             raise SessionExpired(self.session_id)
-        self._record(name, stat.czxid, seq)
+        self._record(name, stat.czxid, seq, watched=watched)
         return Grant(name, stat.czxid, self.remaining())
+
+    def _unconfirm(self, name: str) -> None:
+        """Another session holds ``name``: a record of ours is stale and may not be deleted unchecked."""
+        with self._mutex:
+            held = self._held.get(name)
+            if held is not None and held.watched:
+                self._held[name] = _Held(held.token, held.seq)
 
     def release(self, name: str, deadline: Deadline, token: int | None = None) -> None:
         """Delete the lease node if this session owns it (and, with ``token``, it is that term).
@@ -362,6 +393,17 @@ class ZkSession:
         path = self.layout.lease(name)
         self._lock_releases(deadline)
         try:
+            with self._mutex:
+                held = self._held.get(name)
+            if (
+                held is not None
+                and held.watched
+                and (token is None or held.token == token)
+                and self._watch_live(path)
+            ):
+                self._delete(path, deadline)  # the grant's watch has not fired: still this term's node
+                self._forget(name)
+                return
             # sync first, so the check sees a force-release and re-creation done through another server
             synced, _ = self._send(lambda: self.client.sync_async(path))
             result, _ = self._send(lambda: self.client.exists_async(path))
@@ -371,15 +413,17 @@ class ZkSession:
             if ours and token is not None and stat.czxid != token:
                 return  # a newer term of this session: not the one to free
             if ours:
-                # ZooKeeper cannot make a delete conditional on the owner: this check comes first
-                result, _ = self._send(lambda: self.client.delete_async(path))
-                with contextlib.suppress(NoNodeError):
-                    self._wait(result, deadline, f"deleting {path}")
+                self._delete(path, deadline)
             self._forget(name)
         except SessionExpired:
             return  # its ephemeral nodes are gone with it
         finally:
             self._releases.release()
+
+    def _delete(self, path: str, deadline: Deadline) -> None:
+        result, _ = self._send(lambda: self.client.delete_async(path))
+        with contextlib.suppress(NoNodeError):
+            self._wait(result, deadline, f"deleting {path}")
 
     # -- groups ---------------------------------------------------------------------------
 
