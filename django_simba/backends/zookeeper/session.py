@@ -363,7 +363,10 @@ class ZkSession:
             except NoNodeError:
                 prepare_layout(self.client, deadline)  # someone deleted our parent nodes
                 continue
-            seen = self._wait(looked, deadline, f"reading {path}")
+            try:
+                seen = self._wait(looked, deadline, f"reading {path}")
+            except (BackendTimeout, BackendUnavailable):
+                seen = None  # the grant stands; its release checks the node first
             watched = seen is not None and seen.czxid == stat.czxid
             return self._grant(name, stat, created_seq, watched=watched)
         return None  # the name changed hands under us every time: someone else is taking it

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 
 from django_simba.backends.zookeeper import ZookeeperBackend
 from django_simba.backends.zookeeper.session import ZkSession
@@ -160,3 +161,31 @@ def _kept_alive(backend: ZookeeperBackend, sid: str) -> bool:
         return True
     except BackendUnavailable:
         return False
+
+
+def test_a_grant_whose_look_failed_stands_and_its_release_checks_the_node(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory, raw: KazooClient
+) -> None:
+    backend = make_backend(zookeeper_server.hosts)
+    name = _name()
+    sid = backend.open_session(10.0, "holder").session_id
+    session = _session(backend, sid)
+    client = session.client
+    original = client.exists_async
+
+    def lost_look(path: str, watch: Any = None) -> Any:
+        result = client.handler.async_result()
+        result.set_exception(ConnectionLoss())  # as if the connection dropped before the reply
+        return result
+
+    client.exists_async = lost_look
+    try:
+        grant = backend.acquire(sid, name)
+    finally:
+        client.exists_async = original
+    assert grant is not None
+    stat = raw.exists(f"/simba/leases/{name}")
+    assert stat is not None and stat.czxid == grant.token
+    requests = Requests(session)
+    assert requests.during(lambda: backend.release(sid, name, grant.token)) == ["sync", "exists", "delete"]
+    assert raw.exists(f"/simba/leases/{name}") is None
