@@ -74,3 +74,6 @@ class NotificationKind(Enum):
 class Notification:
     kind: NotificationKind
     name: str = ""
+    #: RELEASED: the token of the term that ended, from backends that can tell (else None). It
+    #: lets a process tell another's release of a name from the echo of its own.
+    token: int | None = None

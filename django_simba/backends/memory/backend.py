@@ -55,6 +55,7 @@ class MemoryBackend(LeaseBackend):
     """
 
     notifies = True
+    notifies_tokens = True
     needs_purge = True
     vendor = "memory"
 
@@ -105,7 +106,7 @@ class MemoryBackend(LeaseBackend):
             lease = self._lease_rows.get(name)
             if lease is not None and lease.session_id == session_id:
                 lease.session_id = ""
-                events.append(Notification(NotificationKind.RELEASED, name))
+                events.append(Notification(NotificationKind.RELEASED, name, lease.token))
         for group in session.groups:
             members = self._member_sets.get(group)
             if members is not None:
@@ -185,7 +186,8 @@ class MemoryBackend(LeaseBackend):
             session = self._session_rows.get(session_id)
             if session is not None:
                 session.leases.discard(name)
-        self._notify([Notification(NotificationKind.RELEASED, name)])
+            freed = lease.token
+        self._notify([Notification(NotificationKind.RELEASED, name, freed)])
 
     def _force_release(self, name: str) -> bool:
         with self._mutex:
@@ -195,7 +197,8 @@ class MemoryBackend(LeaseBackend):
             if lease is None or not lease.session_id:
                 return False
             lease.session_id = ""
-        self._notify([Notification(NotificationKind.RELEASED, name)])
+            freed = lease.token
+        self._notify([Notification(NotificationKind.RELEASED, name, freed)])
         return holder is not None
 
     def _info(self, name: str, lease: _Lease, session: _Session, now: float) -> LeaseInfo:
