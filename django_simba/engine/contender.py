@@ -19,6 +19,8 @@ class Contender:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        #: The session of an attempt handed to this contender's own thread, until it makes it.
+        self.attempt_session: str | None = None
 
     def _granted(self, term: Term) -> bool:
         """Take ``term``; return False when this contender no longer wants it."""
@@ -30,3 +32,11 @@ class Contender:
 
     def _refused(self) -> None:
         """An attempt found the name held by another session."""
+
+    def _attempt_here(self, session_id: str) -> bool:
+        """Take over the next attempt, to make it from a thread of one's own; False to leave it to the engine.
+
+        A caller blocked until it gets the name makes the attempt itself when woken: one thread
+        switch fewer than an attempt on the engine's lane, whose reply must then wake it.
+        """
+        return False

@@ -427,9 +427,16 @@ class Engine:
             return
         if contender in slot.waiting:
             slot.waiting.remove(contender)
+        handed_over = contender.attempt_session is not None
+        if handed_over:
+            # It gave up before making the attempt it was handed: nobody else will make it.
+            contender.attempt_session = None
+            slot.busy = None
         if not slot.waiting:
             slot.cancel_timer()
             self._unwatch(slot)
+        elif handed_over:
+            self._kick(slot)
 
     def _kick_locked(self, slot: Slot) -> None:
         with self._mutex:
@@ -451,6 +458,8 @@ class Engine:
         slot.cancel_timer()
         slot.busy = "acquire"
         slot.poked = False
+        if slot.waiting[0]._attempt_here(session.id):
+            return  # its own thread makes it: attempt_handed_over
         session_id, name, sent = session.id, slot.name, self.now()
         self.runtime.submit(
             CONTEND_LANE,
@@ -629,14 +638,28 @@ class Engine:
                 return None
             slot.busy = "acquire"
             sent = self.now()
-        try:
-            outcome: Outcome[Grant | None] = Outcome(value=self.backend.acquire(session_id, contender.name))
-        except Exception as error:
-            outcome = Outcome(error=error)
+        outcome = self._acquire_outcome(session_id, contender.name)
         with self._mutex:
             slot.waiting.appendleft(contender)
             self._on_acquired(slot, session_id, sent, outcome)
         return outcome.error
+
+    def attempt_handed_over(self, contender: Contender, session_id: str) -> BaseException | None:
+        """Make, in the caller's thread, the attempt ``_kick`` handed to ``contender``; its error, if any."""
+        with self._mutex:
+            slot = self._slot(contender.name)
+            sent = self.now()
+        outcome = self._acquire_outcome(session_id, contender.name)
+        with self._mutex:
+            self._on_acquired(slot, session_id, sent, outcome)
+        return outcome.error
+
+    def _acquire_outcome(self, session_id: str, name: str) -> Outcome[Grant | None]:
+        """One acquire on the backend, in the calling thread."""
+        try:
+            return Outcome(value=self.backend.acquire(session_id, name))
+        except Exception as error:
+            return Outcome(error=error)
 
     def release_now(self, contender: Contender, term: Term) -> None:
         """End ``term`` and free its name on the backend, in the caller's thread."""

@@ -40,6 +40,7 @@ class _Request(Contender):
         super().__init__(lock.name)
         self.lock = lock
         # Made only when the caller has to wait: most acquisitions are granted in the caller's thread.
+        # Set when a term is granted, and when the engine hands the caller an attempt to make.
         self.done: threading.Event | None = None
         self.term: Term | None = None
         self.abandoned = False
@@ -51,6 +52,14 @@ class _Request(Contender):
         self.term = term
         if self.done is not None:
             self.done.set()
+        return True
+
+    def _attempt_here(self, session_id: str) -> bool:
+        # Called with the engine's mutex held, as are the caller's reads of ``attempt_session``.
+        if self.done is None or self.abandoned:
+            return False  # not waiting yet, or not any more: the engine's lane makes it
+        self.attempt_session = session_id
+        self.done.set()
         return True
 
     def _ended(self, term: Term, reason: EndReason) -> None:
@@ -119,9 +128,19 @@ class Lock:
             with engine._mutex:
                 if request.term is None:
                     request.done = threading.Event()
-            if request.done is not None:
-                remaining = None if timeout is None else max(0.0, started + timeout - engine.now())
-                request.done.wait(remaining)
+            done = request.done
+            while done is not None and request.term is None:
+                remaining = None if timeout is None else started + timeout - engine.now()
+                if remaining is not None and remaining <= 0:
+                    break
+                done.wait(remaining)
+                with engine._mutex:
+                    if request.term is not None:
+                        break
+                    done.clear()
+                    session_id, request.attempt_session = request.attempt_session, None
+                if session_id is not None:
+                    error = engine.attempt_handed_over(request, session_id) or error
         if request.term is None:
             with engine._mutex:
                 if request.term is None:

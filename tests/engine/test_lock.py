@@ -246,3 +246,49 @@ def test_another_processs_release_ends_the_courtesy_and_the_echo_of_its_own_does
         mine.release()
     finally:
         second.close()
+
+
+def test_a_blocked_caller_makes_its_later_attempts_in_its_own_thread(threaded_engine: Engine):
+    backend = threaded_engine.backend
+    other = _engine_on(backend)
+    threads: list[tuple[str, int]] = []
+    acquire = backend.acquire
+
+    def recording(session_id: str, name: str):
+        threads.append((session_id, threading.get_ident()))
+        return acquire(session_id, name)
+
+    backend.acquire = recording
+    try:
+        holder = other.lock("own-thread")
+        holder.acquire(5)
+        thread, got = _take_in_thread(threaded_engine.lock("own-thread"), 5)
+        mine = threaded_engine.wait_for_session(5)
+        wait_until(lambda: _wanted(threaded_engine, "own-thread"), 5, message="refused")
+        holder.release()
+        thread.join(5)
+        assert got, "the waiting caller never got the lock"
+        attempts = [ident for session_id, ident in threads if session_id == mine]
+        assert len(attempts) >= 2  # the first try, refused, and the one after the release
+        assert set(attempts) == {thread.ident}
+    finally:
+        backend.acquire = acquire
+        other.close()
+
+
+def test_a_caller_giving_up_on_an_attempt_handed_to_it_leaves_the_next_waiter_served(threaded_engine: Engine):
+    from django_simba.engine.lock import _Request
+
+    session = threaded_engine.wait_for_session(5)
+    gives_up, waits = _Request(threaded_engine.lock("handed")), _Request(threaded_engine.lock("handed"))
+    with threaded_engine._mutex:
+        slot = threaded_engine._slot("handed")
+        gives_up.done = threading.Event()  # blocked in acquire(): attempts are handed to it
+        slot.waiting.extend([gives_up, waits])
+        threaded_engine._kick(slot)
+        assert gives_up.attempt_session == session and slot.busy == "acquire"
+        gives_up.abandoned = True  # it timed out before making the attempt
+        threaded_engine._withdraw(gives_up)
+        assert gives_up.attempt_session is None
+    wait_until(lambda: waits.term is not None, 5, message="the next waiter's grant")
+    assert list(slot.waiting) == []
