@@ -450,8 +450,6 @@ class Engine:
             return
         courtesy = slot.courtesy_until - self.now()
         if courtesy > 0:
-            if self.backend.notifies_tokens:
-                self._watch(slot)  # to hear another's release, which ends the courtesy at once
             if slot.timer is None:
                 slot.timer = self.runtime.call_later(courtesy, lambda: self._kick_locked(slot))
             return
@@ -819,9 +817,6 @@ class Engine:
             else:
                 slots = []
             for slot in slots:
-                if event.token is not None and event.token > slot.last_token:
-                    # Another process's term ended after our last one: it got its turn.
-                    slot.courtesy_until = 0.0
                 if slot.waiting and slot.holder is None:
                     slot.backoff = FIRST_POLL_DELAY
                     if slot.busy is not None:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from django_simba.engine import EndReason, Engine, LockHeld
-from django_simba.spi import InvalidName, LeaseNotHeld, LockTimeout, Notification, NotificationKind
+from django_simba.spi import InvalidName, LeaseNotHeld, LockTimeout
 from django_simba.testing import wait_until
 
 
@@ -215,37 +215,6 @@ def test_a_name_nobody_else_wants_is_taken_back_at_once(threaded_engine: Engine)
     assert threaded_engine._slots["no-courtesy"].courtesy_until == 0.0
     assert lock.acquire(0).token > 0  # a try: no wait was needed
     lock.release()
-
-
-def test_another_processs_release_ends_the_courtesy_and_the_echo_of_its_own_does_not(
-    threaded_engine: Engine, monkeypatch
-):
-    """The courtesy lets a waiter go first; once another process's term ended, it has had its turn."""
-    monkeypatch.setattr("django_simba.engine.engine.COURTESY_MARGIN", 30.0)  # only a notification ends it
-    first, second = threaded_engine, _engine_on(threaded_engine.backend)
-    try:
-        mine, theirs = first.lock("turns"), second.lock("turns")
-        theirs.acquire(5)
-        thread, got = _take_in_thread(mine, 5)  # refused: the name is wanted
-        wait_until(lambda: _wanted(first, "turns"), 5, message="refused")
-        theirs.release()
-        thread.join(5)
-        released = got[0].token
-        thread, theirs_got = _take_in_thread(theirs, 5)
-        wait_until(lambda: _wanted(second, "turns"), 5, message="the other process waiting")
-        mine.release()
-        slot = first._slots["turns"]
-        assert slot.courtesy_until > first.now()
-        first._on_notification(Notification(NotificationKind.RELEASED, "turns", released))  # our echo
-        assert slot.courtesy_until > first.now()
-        thread.join(5)
-        assert theirs_got, "the waiting process never got the name"
-        theirs.release()  # its term ended: this process need not wait out the 30 s courtesy
-        again = mine.acquire(5)
-        assert again.token > theirs_got[0].token
-        mine.release()
-    finally:
-        second.close()
 
 
 def test_a_blocked_caller_makes_its_later_attempts_in_its_own_thread(threaded_engine: Engine):
