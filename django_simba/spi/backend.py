@@ -37,8 +37,6 @@ class LeaseBackend(ABC):
     #: Pushes RELEASED / GROUP_CHANGED notifications to a subscribed listener.
     #: A backend without it is polled with a backoff (SPEC 3).
     notifies: ClassVar[bool] = False
-    #: Its RELEASED notifications carry the token of the term that ended.
-    notifies_tokens: ClassVar[bool] = False
     #: Keeps records of expired sessions until ``purge_expired`` removes them.
     needs_purge: ClassVar[bool] = False
     #: Short name used in logs, metrics and the status command.

@@ -74,6 +74,3 @@ class NotificationKind(Enum):
 class Notification:
     kind: NotificationKind
     name: str = ""
-    #: RELEASED: the token of the term that ended, from backends that can tell (else None). It
-    #: lets a process tell another's release of a name from the echo of its own.
-    token: int | None = None

@@ -361,7 +361,6 @@ class PostgresqlBackend(DatabaseBackend):
 
     vendor = "postgresql"
     notifies = True
-    notifies_tokens = True
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
         super().__init__(options, timeout=timeout)
@@ -415,12 +414,13 @@ class PostgresqlBackend(DatabaseBackend):
         return self._listener.live
 
     def _on_payload(self, payload: str) -> None:
-        token: int | None = None
         with self._watch_lock:
             if payload.startswith(RELEASED_PREFIX):
-                token_text, _, name = payload[len(RELEASED_PREFIX) :].partition(":")
-                token = int(token_text) if token_text.isdigit() else None
-                watched, kind = self._watched_leases, NotificationKind.RELEASED
+                name, watched, kind = (
+                    payload[len(RELEASED_PREFIX) :],
+                    self._watched_leases,
+                    NotificationKind.RELEASED,
+                )
             elif payload.startswith(GROUP_PREFIX):
                 name, watched, kind = (
                     payload[len(GROUP_PREFIX) :],
@@ -431,7 +431,7 @@ class PostgresqlBackend(DatabaseBackend):
                 return
             if name not in watched:
                 return
-        self._publish(Notification(kind, name, token))
+        self._publish(Notification(kind, name))
 
     def _publish(self, event: Notification) -> None:
         with self._watch_lock:

@@ -55,7 +55,6 @@ class MemoryBackend(LeaseBackend):
     """
 
     notifies = True
-    notifies_tokens = True
     needs_purge = True
     vendor = "memory"
 
@@ -106,7 +105,7 @@ class MemoryBackend(LeaseBackend):
             lease = self._lease_rows.get(name)
             if lease is not None and lease.session_id == session_id:
                 lease.session_id = ""
-                events.append(Notification(NotificationKind.RELEASED, name, lease.token))
+                events.append(Notification(NotificationKind.RELEASED, name))
         for group in session.groups:
             members = self._member_sets.get(group)
             if members is not None:
@@ -186,8 +185,7 @@ class MemoryBackend(LeaseBackend):
             session = self._session_rows.get(session_id)
             if session is not None:
                 session.leases.discard(name)
-            freed = lease.token
-        self._notify([Notification(NotificationKind.RELEASED, name, freed)])
+        self._notify([Notification(NotificationKind.RELEASED, name)])
 
     def _force_release(self, name: str) -> bool:
         with self._mutex:
@@ -197,8 +195,7 @@ class MemoryBackend(LeaseBackend):
             if lease is None or not lease.session_id:
                 return False
             lease.session_id = ""
-            freed = lease.token
-        self._notify([Notification(NotificationKind.RELEASED, name, freed)])
+        self._notify([Notification(NotificationKind.RELEASED, name)])
         return holder is not None
 
     def _info(self, name: str, lease: _Lease, session: _Session, now: float) -> LeaseInfo:

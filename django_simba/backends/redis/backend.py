@@ -104,7 +104,6 @@ class RedisBackend(LeaseBackend):
     """
 
     notifies: ClassVar[bool] = True
-    notifies_tokens: ClassVar[bool] = True
     needs_purge: ClassVar[bool] = False  # sessions expire on their own (PX)
     vendor: ClassVar[str] = "redis"
 
@@ -270,12 +269,10 @@ class RedisBackend(LeaseBackend):
             pool = scripting.client.connection_pool
         return pool.connection_class(**pool.connection_kwargs)
 
-    def _on_message(self, channel: str, payload: str) -> None:
+    def _on_message(self, channel: str) -> None:
         name = tagged(channel, LEASE_PREFIX)
         if name is not None:
-            # the ended term's token (earlier builds published "released")
-            token = int(payload) if payload.isdigit() else None
-            self._deliver(Notification(NotificationKind.RELEASED, name, token))
+            self._deliver(Notification(NotificationKind.RELEASED, name))
             return
         group = tagged(channel, GROUP_PREFIX)
         if group is not None:

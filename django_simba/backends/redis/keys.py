@@ -5,8 +5,8 @@ lease name, a group key on the group name, and the three keys of a session on it
 id, so a session's hash and its two indexes always share one slot. Names cannot
 contain braces (SPEC 2.5), so the tag is exactly the name.
 
-Channels are the keys themselves: a release publishes the ended term's token on its
-lease key, a group change publishes ``changed`` on its group key.
+Channels are the keys themselves: a release publishes on its lease key, a group
+change on its group key.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ GROUP_PREFIX = "simba:group:{"
 LEASE_INDEX_SUFFIX = ":leases"
 GROUP_INDEX_SUFFIX = ":groups"
 
+RELEASED = "released"
 CHANGED = "changed"
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from .keys import CHANGED, GROUP_PREFIX, LEASE_PREFIX, SESSION_PREFIX
+from .keys import CHANGED, GROUP_PREFIX, LEASE_PREFIX, RELEASED, SESSION_PREFIX
 
 
 @dataclass(frozen=True)
@@ -133,12 +133,12 @@ return gone
 #: KEYS: lease. Frees it whoever holds it; returns 1 when a live holder lost it.
 FORCE_RELEASE = _script(
     "force_release",
-    """
+    f"""
 local now = now_ms()
-local fields = redis.call('HMGET', KEYS[1], 'session', 'expires', 'token')
+local fields = redis.call('HMGET', KEYS[1], 'session', 'expires')
 if not fields[1] or fields[1] == '' then return 0 end
 redis.call('HSET', KEYS[1], 'session', '')
-redis.call('PUBLISH', KEYS[1], fields[3] or '')
+redis.call('PUBLISH', KEYS[1], '{RELEASED}')
 if (tonumber(fields[2]) or 0) > now then return 1 end
 return 0
 """,
@@ -150,10 +150,9 @@ _FREE_SESSION = f"""
 local function free_session(sid, leases_key, groups_key)
   for _, name in ipairs(redis.call('ZRANGE', leases_key, 0, -1)) do
     local key = lease_key(name)
-    local fields = redis.call('HMGET', key, 'session', 'token')
-    if fields[1] == sid then
+    if redis.call('HGET', key, 'session') == sid then
       redis.call('HSET', key, 'session', '')
-      redis.call('PUBLISH', key, fields[2] or '')
+      redis.call('PUBLISH', key, '{RELEASED}')
     end
   end
   for _, group in ipairs(redis.call('ZRANGE', groups_key, 0, -1)) do
@@ -248,7 +247,7 @@ return {2, token, expires - now}
 #: and a re-acquire finds it listed already.
 STANDALONE_RELEASE = _script(
     "standalone_release",
-    """
+    f"""
 local fields = redis.call('HMGET', KEYS[1], 'session', 'token')
 if fields[1] ~= ARGV[1] or (ARGV[3] ~= '0' and fields[2] ~= ARGV[3]) then
   -- not this session's term: drop the name from the index only when the session lost it
@@ -256,7 +255,7 @@ if fields[1] ~= ARGV[1] or (ARGV[3] ~= '0' and fields[2] ~= ARGV[3]) then
   return 0
 end
 redis.call('HSET', KEYS[1], 'session', '')
-redis.call('PUBLISH', KEYS[1], fields[2] or '')
+redis.call('PUBLISH', KEYS[1], '{RELEASED}')
 return 1
 """,
 )
@@ -417,11 +416,11 @@ return {2, token, lease}
 #: KEYS: lease. ARGV: session id, token (0: any term of the session). Returns 1 when released.
 SLOT_RELEASE = _script(
     "slot_release",
-    """
+    f"""
 local fields = redis.call('HMGET', KEYS[1], 'session', 'token')
 if fields[1] ~= ARGV[1] or (ARGV[2] ~= '0' and fields[2] ~= ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[1], 'session', '')
-redis.call('PUBLISH', KEYS[1], fields[2] or '')
+redis.call('PUBLISH', KEYS[1], '{RELEASED}')
 return 1
 """,
 )
@@ -498,10 +497,9 @@ SLOT_FREE = _script(
 local sid = ARGV[1]
 local leases = tonumber(ARGV[2])
 for i = 1, leases do
-  local fields = redis.call('HMGET', KEYS[i], 'session', 'token')
-  if fields[1] == sid then
+  if redis.call('HGET', KEYS[i], 'session') == sid then
     redis.call('HSET', KEYS[i], 'session', '')
-    redis.call('PUBLISH', KEYS[i], fields[2] or '')
+    redis.call('PUBLISH', KEYS[i], '{RELEASED}')
   end
 end
 for i = leases + 1, #KEYS do

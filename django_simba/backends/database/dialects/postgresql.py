@@ -36,8 +36,7 @@ from .base import (
     prefix_range,
 )
 
-#: Payloads: "released:<token>:<name>" (the ended term's token) on the name's channel,
-#: "group:<name>" on the group's.
+#: Payloads: "released:<name>" on the name's channel, "group:<name>" on the group's.
 RELEASED_PREFIX = "released:"
 GROUP_PREFIX = "group:"
 # A channel per name, so that a process hears only of what it watches. Channels are
@@ -58,17 +57,9 @@ def _digest(name: str) -> str:
     return hashlib.md5(name.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
-def _notify(channel: str, prefix: str, column: str, payload: str = "") -> str:
-    """SQL sending ``prefix || payload`` (default: ``column``) on the channel of ``column``.
-
-    The channel is named as ``lease_channel`` / ``group_channel`` name it.
-    """
-    value = payload or column
-    return f"pg_notify('{channel}' || md5(convert_to({column}, 'UTF8')), '{prefix}' || {value})"
-
-
-#: SQL announcing the release of a ``freed`` row: its token, then its name.
-NOTIFY_RELEASED = _notify(LEASE_CHANNEL, RELEASED_PREFIX, "name", "token || ':' || name")
+def _notify(channel: str, prefix: str, column: str) -> str:
+    """SQL sending ``prefix || column`` on the channel of ``column`` (as ``lease_channel`` names it)."""
+    return f"pg_notify('{channel}' || md5(convert_to({column}, 'UTF8')), '{prefix}' || {column})"
 
 
 # Read once per statement (a materialized CTE), after any earlier statement of the batch
@@ -160,9 +151,9 @@ RELEASE = f"""
 WITH freed AS (
     UPDATE simba_lease SET session_id = ''
     WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)
-    RETURNING name, token
+    RETURNING name
 )
-SELECT name, {NOTIFY_RELEASED} FROM freed
+SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed
 """
 
 FORCE_RELEASE = f"""
@@ -171,10 +162,9 @@ previous AS (
     SELECT session_id FROM simba_lease WHERE name = %(name)s AND session_id <> '' FOR UPDATE
 ),
 freed AS (
-    UPDATE simba_lease l SET session_id = '' FROM previous WHERE l.name = %(name)s
-    RETURNING l.name, l.token
+    UPDATE simba_lease l SET session_id = '' FROM previous WHERE l.name = %(name)s RETURNING l.name
 ),
-notified AS (SELECT {NOTIFY_RELEASED} FROM freed)
+notified AS (SELECT {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed)
 SELECT EXISTS (
     SELECT 1 FROM previous JOIN simba_session s ON s.session_id = previous.session_id, clock
     WHERE s.expires_at > clock.now
@@ -183,9 +173,9 @@ SELECT EXISTS (
 
 FREE_LEASES = f"""
 WITH freed AS (
-    UPDATE simba_lease SET session_id = '' WHERE session_id = ANY(%(ids)s) RETURNING name, token
+    UPDATE simba_lease SET session_id = '' WHERE session_id = ANY(%(ids)s) RETURNING name
 )
-SELECT name, {NOTIFY_RELEASED} FROM freed
+SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed
 """
 DELETE_SESSIONS = "DELETE FROM simba_session WHERE session_id = ANY(%(ids)s)"
 DELETE_MEMBERS = f"""
