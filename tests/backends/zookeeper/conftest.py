@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
 
 from django_simba.backends.zookeeper import ZookeeperBackend
 from tests.conftest import server_missing
@@ -22,6 +23,8 @@ from tests.servers.zookeeper import (
     zookeeper_ensemble,
     zookeeper_standalone,
 )
+
+from .proxy import ZookeeperProxy, zookeeper_proxy
 
 BACKEND_PATH = "django_simba.backends.zookeeper.ZookeeperBackend"
 BackendFactory = Callable[..., ZookeeperBackend]
@@ -50,6 +53,23 @@ def zookeeper_server() -> Iterator[ZookeeperNode]:
 def zookeeper_cluster() -> Iterator[ZookeeperEnsemble]:
     with _started(zookeeper_ensemble, "a 3-node ZooKeeper ensemble") as ensemble:
         yield ensemble
+
+
+@pytest.fixture
+def raw(zookeeper_server: ZookeeperNode) -> Iterator[KazooClient]:
+    """A plain kazoo client on the standalone server, to see what was really applied."""
+    client = KazooClient(hosts=zookeeper_server.hosts)
+    client.start(10)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def proxy(zookeeper_server: ZookeeperNode) -> Iterator[ZookeeperProxy]:
+    """A TCP proxy in front of the standalone server, to drop or mute the connection."""
+    with zookeeper_proxy(zookeeper_server.client_port) as proxy:
+        yield proxy
 
 
 @pytest.fixture

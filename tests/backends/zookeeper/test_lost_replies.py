@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -21,25 +20,9 @@ from django_simba.testing import wait_until
 from tests.servers.zookeeper import ZookeeperNode
 
 from .conftest import BackendFactory
-from .proxy import ZookeeperProxy, zookeeper_proxy
+from .proxy import ZookeeperProxy
 
 pytestmark = pytest.mark.zookeeper
-
-
-@pytest.fixture
-def raw(zookeeper_server: ZookeeperNode) -> Iterator[KazooClient]:
-    """A plain kazoo client on the server itself, to see what was really applied."""
-    client = KazooClient(hosts=zookeeper_server.hosts)
-    client.start(10)
-    yield client
-    client.stop()
-    client.close()
-
-
-@pytest.fixture
-def proxy(zookeeper_server: ZookeeperNode) -> Iterator[ZookeeperProxy]:
-    with zookeeper_proxy(zookeeper_server.client_port) as proxy:
-        yield proxy
 
 
 def test_create_applied_after_the_call_timed_out_is_reported(

@@ -9,7 +9,7 @@ the release syncs and checks the node's owner and czxid before deleting it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,7 +23,7 @@ from django_simba.testing import wait_until
 from tests.servers.zookeeper import ZookeeperNode
 
 from .conftest import BackendFactory
-from .proxy import ZookeeperProxy, zookeeper_proxy
+from .proxy import ZookeeperProxy
 
 pytestmark = pytest.mark.zookeeper
 
@@ -64,21 +64,6 @@ class Requests:
         return list(self.sent)
 
 
-@pytest.fixture
-def raw(zookeeper_server: ZookeeperNode) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zookeeper_server.hosts)
-    client.start(10)
-    yield client
-    client.stop()
-    client.close()
-
-
-@pytest.fixture
-def proxy(zookeeper_server: ZookeeperNode) -> Iterator[ZookeeperProxy]:
-    with zookeeper_proxy(zookeeper_server.client_port) as proxy:
-        yield proxy
-
-
 def _name() -> str:
     return f"paths.{uuid.uuid4().hex[:12]}"
 
@@ -87,12 +72,16 @@ def _session(backend: ZookeeperBackend, session_id: str) -> ZkSession:
     return backend._session(session_id)
 
 
+def _holder(hosts: str, make_backend: BackendFactory) -> tuple[ZookeeperBackend, str, str]:
+    """A backend on ``hosts``, a new lease name, and a session opened to hold it."""
+    backend = make_backend(hosts)
+    return backend, _name(), backend.open_session(10.0, "holder").session_id
+
+
 def test_a_release_after_its_grant_is_one_delete(
     zookeeper_server: ZookeeperNode, make_backend: BackendFactory, raw: KazooClient
 ) -> None:
-    backend = make_backend(zookeeper_server.hosts)
-    name = _name()
-    sid = backend.open_session(10.0, "holder").session_id
+    backend, name, sid = _holder(zookeeper_server.hosts, make_backend)
     requests = Requests(_session(backend, sid))
     grants: list[Any] = []
     assert requests.during(lambda: grants.append(backend.acquire(sid, name))) == ["create", "exists"]
@@ -166,9 +155,7 @@ def _kept_alive(backend: ZookeeperBackend, sid: str) -> bool:
 def test_a_grant_whose_look_failed_stands_and_its_release_checks_the_node(
     zookeeper_server: ZookeeperNode, make_backend: BackendFactory, raw: KazooClient
 ) -> None:
-    backend = make_backend(zookeeper_server.hosts)
-    name = _name()
-    sid = backend.open_session(10.0, "holder").session_id
+    backend, name, sid = _holder(zookeeper_server.hosts, make_backend)
     session = _session(backend, sid)
     client = session.client
     original = client.exists_async

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
@@ -18,15 +18,6 @@ from tests.servers.zookeeper import ZookeeperNode
 from .conftest import BackendFactory
 
 pytestmark = pytest.mark.zookeeper
-
-
-@pytest.fixture
-def raw(zookeeper_server: ZookeeperNode) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zookeeper_server.hosts)
-    client.start(10)
-    yield client
-    client.stop()
-    client.close()
 
 
 @pytest.fixture
