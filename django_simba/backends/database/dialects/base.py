@@ -153,7 +153,10 @@ class Dialect(ABC):
         """Free ``name`` if ``session_id`` holds it (only term ``token`` unless it is 0).
 
         Returns whether another session was refused the name during the term, when the
-        dialect tracks it (``None`` otherwise, and when nothing was freed).
+        dialect tracks it (``None`` otherwise, and when nothing was freed). The polled
+        dialects track it: their waiters cannot be told of a release, and the flag their
+        refusals left lets the releaser step aside (the engine's courtesy), or one process
+        could keep the name.
         """
         ...
 

@@ -87,25 +87,26 @@ ON DUPLICATE KEY UPDATE
     token = IF(session_id = '', token + 1, token),
     session_id = IF(session_id = '', %(sid)s, session_id)
 """
-# After TAKE_FREE: the caller's remaining time, the token, whether the caller holds the
-# row, and another holder's remaining time (None when it has no session; the lookup is
-# skipped, as IF evaluates one branch, when the caller holds the row).
-STATE = f"""
-SELECT (SELECT expires_at - {NOW} FROM simba_session WHERE session_id = %(sid)s),
-       l.token, l.session_id = %(sid)s,
-       IF(l.session_id = %(sid)s, NULL,
-          (SELECT s.expires_at - {NOW} FROM simba_session s WHERE s.session_id = l.session_id))
-FROM simba_lease l WHERE l.name = %(name)s
-"""
 
-# MariaDB 10.5+: TAKE_FREE answering what STATE reads, in the same statement (RETURNING
-# sees the row as the upsert left it).
-TAKE_FREE_RETURNING = f"""{TAKE_FREE.rstrip()}
-RETURNING (SELECT expires_at - {NOW} FROM simba_session WHERE session_id = %(sid)s),
-          token, session_id = %(sid)s,
-          IF(session_id = %(sid)s, NULL,
-             (SELECT s.expires_at - {NOW} FROM simba_session s WHERE s.session_id = simba_lease.session_id))
-"""
+
+def _after_take(row: str) -> str:
+    """What an acquire learns from the lease ``row`` as TAKE_FREE left it.
+
+    The caller's remaining time, the token, whether the caller holds the row, and another
+    holder's remaining time (None when it has no session; the lookup is skipped, as IF
+    evaluates one branch, when the caller holds the row).
+    """
+    return f"""(SELECT expires_at - {NOW} FROM simba_session WHERE session_id = %(sid)s),
+       {row}.token, {row}.session_id = %(sid)s,
+       IF({row}.session_id = %(sid)s, NULL,
+          (SELECT s.expires_at - {NOW} FROM simba_session s WHERE s.session_id = {row}.session_id))"""
+
+
+# MySQL: read after TAKE_FREE, in the same batch.
+STATE = f"SELECT {_after_take('l')}\nFROM simba_lease l WHERE l.name = %(name)s"
+# MariaDB 10.5+: TAKE_FREE answering the same, in one statement (RETURNING sees the row as
+# the upsert left it).
+TAKE_FREE_RETURNING = f"{TAKE_FREE.rstrip()}\nRETURNING {_after_take('simba_lease')}"
 
 # On the locked row, after the take: set when the holder is another session (a refusal).
 MARK_WANTED = (
@@ -288,8 +289,6 @@ class MysqlDialect(StatementDialect):
         return super().acquire(ex, session_id, name)
 
     def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
-        # Polled waiters cannot be told of a release: the flag their refusals left lets the
-        # releaser step aside (see the engine's courtesy), or one process could keep the name.
         freed = ex.run(RELEASE, {"sid": session_id, "name": name, "token": token})
         if freed.rowcount <= 0 or not freed.last_id:
             return None

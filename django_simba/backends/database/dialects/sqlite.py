@@ -194,8 +194,6 @@ class SqliteDialect(StatementDialect):
     # -- leases -----------------------------------------------------------------------
 
     def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
-        # Polled waiters cannot be told of a release: the flag their refusals left lets the
-        # releaser step aside (see the engine's courtesy), or one process could keep the name.
         params = {"sid": session_id, "name": name, "token": token}
         released, wanted = ex.run_batch([RELEASE, WANTED], params, atomic=False)
         if released.rowcount <= 0 or not wanted.rows:
