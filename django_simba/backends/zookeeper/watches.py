@@ -7,10 +7,11 @@
   that does not exist yet is covered) plus a children watch once it exists; any change is
   announced as GROUP_CHANGED, and so is setting the watch.
 
-ZooKeeper watches fire once. Each is set again *before* its notification goes out, so a change
-right after a listener was told fires the new watch. kazoo forgets every watch when its
-connection drops: on reconnection they are all set again and RESYNC is announced, since changes
-may have been missed meanwhile. Listeners run on kazoo's threads and should only schedule work.
+ZooKeeper watches fire once. Each is set again (the request is sent) before its notification goes
+out, so a change right after a listener was told fires the new watch or shows in its answer.
+kazoo forgets every watch when its connection drops: on reconnection they are all set again and
+RESYNC is announced, since changes may have been missed meanwhile. Listeners run on kazoo's
+threads and should only schedule work.
 """
 
 from __future__ import annotations
@@ -102,19 +103,22 @@ class NotificationHub:
             self._emit(NotificationKind.RESYNC, "")
 
     # -- leases ---------------------------------------------------------------------------
-    # A watch is set again before anyone is told, so a change right after the notification
-    # fires the new watch: RELEASED goes out once the exists call that re-arms it has answered.
+    # A deletion is announced as soon as it is read, and the watch is set again by an exists call
+    # sent before the announcement: a deletion the new watch comes too late for shows as the node
+    # missing in that call's answer, which is announced in turn.
 
     def _arm_lease(self, client: KazooClient, name: str, watcher: Watcher, *, deleted: bool) -> None:
         result = client.exists_async(self._layout.lease(name), watch=watcher)
-        result.rawlink(functools.partial(self._lease_armed, name, deleted))
+        result.rawlink(functools.partial(self._lease_armed, name))
+        if deleted and self._watching_lease(name):
+            self._emit(NotificationKind.RELEASED, name)
 
-    def _lease_armed(self, name: str, deleted: bool, result: Any) -> None:
+    def _lease_armed(self, name: str, result: Any) -> None:
         try:
             free = result.get_nowait() is None
         except Exception:
             free = False  # connection lost: everything is set again on reconnection (RESYNC)
-        if (deleted or free) and self._watching_lease(name):
+        if free and self._watching_lease(name):
             self._emit(NotificationKind.RELEASED, name)
 
     def _lease_event(self, name: str, event: WatchedEvent) -> None:

@@ -97,6 +97,36 @@ def test_watching_a_free_name_announces_it_at_once(hosts: str, make_backend: Bac
     recorder.first(NotificationKind.RELEASED, name, after=started)
 
 
+def test_a_deletion_is_announced_without_waiting_for_the_watch_to_be_set_again(
+    hosts: str, make_backend: BackendFactory
+) -> None:
+    holder_side, candidate_side = make_backend(hosts), make_backend(hosts)
+    recorder = _watcher(candidate_side)
+    holder = holder_side.open_session(10.0, "holder").session_id
+    candidate = candidate_side.open_session(10.0, "candidate").session_id
+    name = f"early.{uuid.uuid4().hex[:12]}"
+    assert holder_side.acquire(holder, name) is not None
+    candidate_side.watch_lease(name)
+    assert candidate_side.acquire(candidate, name) is None
+    client = candidate_side._observer.hub._client
+    assert client is not None
+    order: list[str] = []
+
+    def unanswered_exists(path: str, watch: object = None) -> object:
+        order.append("exists sent")
+        return client.handler.async_result()  # the re-arm's answer never comes
+
+    client.exists_async = unanswered_exists  # type: ignore[method-assign]
+    candidate_side.subscribe(lambda event: order.append(f"{event.kind.value} {event.name}"))
+    try:
+        released_at = time.monotonic()
+        holder_side.release(holder, name)
+        recorder.first(NotificationKind.RELEASED, name, after=released_at)
+    finally:
+        del client.exists_async
+    assert order[:2] == ["exists sent", f"released {name}"], order
+
+
 def test_group_changes_are_watched_before_the_group_exists(hosts: str, make_backend: BackendFactory) -> None:
     observer_side, member_side = make_backend(hosts), make_backend(hosts)
     recorder = _watcher(observer_side)
