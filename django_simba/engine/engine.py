@@ -97,6 +97,7 @@ class Engine:
         self._closed = False
         self._subscribed = False
         self._slots: dict[str, Slot] = {}
+        self._lingering: set[str] = set()  # names still watched with nobody here waiting
         self._joined: dict[str, int] = {}  # group -> local joiners; rejoined in every new session
         self._last_purge: float | None = None
         self._acquire_round_trip: float | None = None  # moving average of acquire calls, seconds
@@ -309,6 +310,7 @@ class Engine:
             self._reconcile(session_id, sent, renewal, deadline if in_time else None)
             next_in = sent + self.config.renew_interval - self.now()
             self._schedule_keep_alive(session_id, next_in if in_time else self.config.renew_interval / 2)
+            self._drop_quiet_watches()
             self._maybe_purge()
 
     def _reconcile(self, session_id: str, sent: float, renewal: Renewal, deadline: float | None) -> None:
@@ -515,7 +517,7 @@ class Engine:
             if contender._granted(term):
                 self._arm_term(slot, term)
                 if not slot.waiting:
-                    self._unwatch(slot)
+                    self._unwatch_unless_contended(slot)
                 self._notify_term_started(contender.kind, term)
                 return
         slot.holder = slot.term = None  # every waiter gave up meanwhile
@@ -574,7 +576,30 @@ class Engine:
         self.runtime.submit(CONTEND_LANE, lambda: self.backend.watch_lease(name), watching)
         return True
 
+    def _unwatch_unless_contended(self, slot: Slot) -> None:
+        """Nobody here waits for the name any more: stop watching it, unless it is contended.
+
+        A name others want is likely wanted here again soon; dropping the watch at every grant
+        would cost a subscription, and the look after it, at every refusal. Keep-alives drop it
+        once the name has been quiet for a while.
+        """
+        contended = self.now() - slot.wanted_at <= CONTENDED_FOR * self.config.renew_interval
+        if slot.watched and contended and self.backend.idle_watches_are_free:
+            self._lingering.add(slot.name)
+        else:
+            self._unwatch(slot)
+
+    def _drop_quiet_watches(self) -> None:
+        quiet_since = self.now() - CONTENDED_FOR * self.config.renew_interval
+        for name in list(self._lingering):
+            slot = self._slots[name]
+            if slot.waiting:
+                self._lingering.discard(name)  # in use again: unwatched with its waiters
+            elif slot.wanted_at < quiet_since:
+                self._unwatch(slot)
+
     def _unwatch(self, slot: Slot) -> None:
+        self._lingering.discard(slot.name)
         if slot.watched:
             slot.watched = False
             name = slot.name

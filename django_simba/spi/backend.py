@@ -37,6 +37,10 @@ class LeaseBackend(ABC):
     #: Pushes RELEASED / GROUP_CHANGED notifications to a subscribed listener.
     #: A backend without it is polled with a backoff (SPEC 3).
     notifies: ClassVar[bool] = False
+    #: A watched name costs nothing until it is released (a pub/sub channel), while setting a
+    #: watch takes a round trip: the engine keeps watching a contended name between its waits.
+    #: False where every change of a watched name costs requests (ZooKeeper's one-shot watches).
+    idle_watches_are_free: ClassVar[bool] = False
     #: Keeps records of expired sessions until ``purge_expired`` removes them.
     needs_purge: ClassVar[bool] = False
     #: Short name used in logs, metrics and the status command.

@@ -261,3 +261,42 @@ def test_a_caller_giving_up_on_an_attempt_handed_to_it_leaves_the_next_waiter_se
         assert gives_up.attempt_session is None
     wait_until(lambda: waits.term is not None, 5, message="the next waiter's grant")
     assert list(slot.waiting) == []
+
+
+def _recording_watches(backend) -> list[str]:
+    calls: list[str] = []
+    watch, unwatch = backend.watch_lease, backend.unwatch_lease
+    backend.watch_lease = lambda name: (calls.append(f"watch {name}"), watch(name))[1]
+    backend.unwatch_lease = lambda name: (calls.append(f"unwatch {name}"), unwatch(name))[1]
+    return calls
+
+
+@pytest.mark.parametrize("free", [True, False], ids=["idle watches free", "idle watches cost"])
+def test_a_contended_name_stays_watched_between_waits_only_where_idle_watches_are_free(
+    threaded_engine: Engine, free: bool, monkeypatch
+):
+    # "contended" lasts 4 renew intervals here (2 s) so that a slow machine cannot see it end early
+    monkeypatch.setattr("django_simba.engine.engine.CONTENDED_FOR", 4.0)
+    backend = threaded_engine.backend
+    backend.idle_watches_are_free = free
+    calls = _recording_watches(backend)
+    other = _engine_on(backend)
+    try:
+        holder = other.lock("linger")
+        holder.acquire(5)
+        thread, got = _take_in_thread(threaded_engine.lock("linger"), 5, then_release=True)
+        wait_until(lambda: "watch linger" in calls, 5, message="the refused waiter's watch")
+        holder.release()
+        thread.join(5)
+        assert got, "the waiter never got the name"
+        slot = threaded_engine._slots["linger"]
+        if not free:
+            unwatched = ["watch linger", "unwatch linger"]
+            wait_until(lambda: calls == unwatched, 5, message="unwatched at the grant")
+            return
+        assert slot.watched and calls == ["watch linger"], calls  # kept: wanted elsewhere a moment ago
+        # once the name has been quiet for a renew interval, a keep-alive drops the watch
+        wait_until(lambda: calls == ["watch linger", "unwatch linger"], 10, message="dropped when quiet")
+        assert not slot.watched and "linger" not in threaded_engine._lingering
+    finally:
+        other.close()

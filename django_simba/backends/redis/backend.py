@@ -104,6 +104,7 @@ class RedisBackend(LeaseBackend):
     """
 
     notifies: ClassVar[bool] = True
+    idle_watches_are_free: ClassVar[bool] = True
     needs_purge: ClassVar[bool] = False  # sessions expire on their own (PX)
     vendor: ClassVar[str] = "redis"
 
