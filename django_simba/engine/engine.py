@@ -50,10 +50,11 @@ T = TypeVar("T")
 #: First retry delay after a failed open; doubles up to the renew interval.
 FIRST_OPEN_RETRY = 0.1
 #: After releasing a name other processes want, this process waits before taking it again, so the
-#: one a release notification woke (or a poll finds it free) gets it: acquire round trips, plus a
-#: margin for the waiter's thread to wake, capped at a tenth of the renew interval.
-COURTESY_ROUND_TRIPS = 3
-COURTESY_MARGIN = 0.001
+#: one a release notification woke (or a poll finds it free) gets it: (acquire round trips, margin
+#: in seconds), capped at a tenth of the renew interval. A notified waiter wakes within about a
+#: round trip, and a longer pause leaves the name idle; a polling one comes when its backoff says.
+NOTIFIED_COURTESY = (2, 0.0003)
+POLLED_COURTESY = (3, 0.001)
 COURTESY_CAP = 0.1
 #: A name we learnt others want (they hold it, or were refused it) stays wanted this long, in renew intervals.
 CONTENDED_FOR = 1.0
@@ -537,7 +538,8 @@ class Engine:
         if slot.waiting or now - slot.wanted_at > CONTENDED_FOR * self.config.renew_interval:
             return
         round_trip = self._acquire_round_trip or 0.0
-        delay = COURTESY_ROUND_TRIPS * round_trip + COURTESY_MARGIN
+        round_trips, margin = NOTIFIED_COURTESY if self.backend.notifying else POLLED_COURTESY
+        delay = round_trips * round_trip + margin
         slot.courtesy_until = now + min(delay, COURTESY_CAP * self.config.renew_interval)
 
     def _retry_later(self, slot: Slot, delay: float) -> None:

@@ -185,7 +185,7 @@ def _wanted(engine: Engine, name: str) -> bool:
 def test_a_releaser_lets_a_waiting_process_take_the_name_first(threaded_engine: Engine, monkeypatch):
     """Release then acquire at once: the waiting process gets the name before the releaser again."""
     # The courtesy is a millisecond or so; widened here so that a loaded machine cannot miss it.
-    monkeypatch.setattr("django_simba.engine.engine.COURTESY_MARGIN", 0.5)
+    monkeypatch.setattr("django_simba.engine.engine.NOTIFIED_COURTESY", (2, 0.5))
     first, second = threaded_engine, _engine_on(threaded_engine.backend)
     try:
         mine, theirs = first.lock("courtesy"), second.lock("courtesy")
