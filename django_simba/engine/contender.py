@@ -17,8 +17,10 @@ class Contender:
 
     kind = "contender"
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, waits: bool = True) -> None:
         self.name = name
+        #: Keeps trying until it gets the name: a refusal puts its session in the backend's line.
+        self.waits = waits
         #: The session of an attempt handed to this contender's own thread, until it makes it.
         self.attempt_session: str | None = None
 

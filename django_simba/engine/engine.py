@@ -336,7 +336,12 @@ class Engine:
                 continue  # in flight, or a listing older than a term we since gave back
             if slot.term is not None and slot.term.token >= token:
                 continue  # held here, with this term or a newer one
-            # Ours on the backend, nobody's here (a reply lost, a failed release): free that term.
+            if self.backend.hands_over and slot.waiting and slot.holder is None and deadline is not None:
+                self._grant(slot, session_id, token, deadline)  # handed to us: its notification is late
+                continue
+            # Ours on the backend, nobody's here (a reply lost, a failed release): free that term,
+            # and never take it afterwards (from a late hand-over notification).
+            slot.last_token = max(slot.last_token, token)
             self._release_in_background(slot, session_id, token)
 
     def _lapse(self, slot: Slot, session_id: str) -> None:
@@ -430,15 +435,22 @@ class Engine:
             return
         if contender in slot.waiting:
             slot.waiting.remove(contender)
-        handed_over = contender.attempt_session is not None
-        if handed_over:
+        attempt_was_handed = contender.attempt_session is not None
+        if attempt_was_handed:
             # It gave up before making the attempt it was handed: nobody else will make it.
             contender.attempt_session = None
             slot.busy = None
         if not slot.waiting:
             slot.cancel_timer()
-            self._unwatch(slot)
-        elif handed_over:
+            session = self._session
+            if not (contender.waits and session is not None and self.backend.hands_over):
+                self._unwatch(slot)
+            elif slot.busy is None:
+                self._stop_waiting(slot, session.id)
+            elif slot.watched:
+                # An attempt on its way leaves the line on its reply; a quiet name is unwatched later.
+                self._lingering.add(slot.name)
+        elif attempt_was_handed:
             self._kick(slot)
 
     def _kick_locked(self, slot: Slot) -> None:
@@ -459,12 +471,13 @@ class Engine:
         slot.cancel_timer()
         slot.busy = "acquire"
         slot.poked = False
-        if slot.waiting[0]._attempt_here(session.id):
+        first = slot.waiting[0]
+        if first._attempt_here(session.id):
             return  # its own thread makes it: attempt_handed_over
-        session_id, name, sent = session.id, slot.name, self.now()
+        session_id, name, wait, sent = session.id, slot.name, first.waits, self.now()
         self.runtime.submit(
             CONTEND_LANE,
-            lambda: self.backend.acquire(session_id, name),
+            lambda: self.backend.acquire(session_id, name, wait=wait),
             lambda outcome: self._on_acquired_locked(slot, session_id, sent, outcome),
         )
 
@@ -496,6 +509,9 @@ class Engine:
         grant = outcome.value
         if grant is None:
             slot.wanted_at = self.now()  # refused: another process holds it, and may want it again
+            if not slot.waiting:
+                self._stop_waiting(slot, session_id)  # its waiter gave up while it was on its way
+                return
             for contender in slot.waiting:
                 contender._refused()
             if slot.poked:  # released while this attempt was on its way: it may be free now
@@ -507,11 +523,13 @@ class Engine:
             # The backend still has our previous term (its release failed): free it, then retry.
             self._release_in_background(slot, session_id, grant.token)
             return
-        slot.last_token = grant.token
+        self._grant(slot, session_id, grant.token, self.config.trusted_until(sent, grant.remaining))
+
+    def _grant(self, slot: Slot, session_id: str, token: int, deadline: float) -> None:
+        """A new term of the name for this process: to the first waiter still here (mutex held)."""
+        slot.last_token = token
         slot.backoff = FIRST_POLL_DELAY
-        term = Term(
-            slot.name, grant.token, session_id, self.config.trusted_until(sent, grant.remaining), self.now
-        )
+        term = Term(slot.name, token, session_id, deadline, self.now)
         while slot.waiting:
             contender = slot.waiting.popleft()
             slot.holder, slot.term, slot.granted_at = contender, term, self.now()
@@ -522,7 +540,43 @@ class Engine:
                 self._notify_term_started(contender.kind, term)
                 return
         slot.holder = slot.term = None  # every waiter gave up meanwhile
-        self._release_in_background(slot, session_id, grant.token)
+        self._release_in_background(slot, session_id, token)
+
+    def _take_handed(self, slot: Slot, session: _Session, token: int) -> None:
+        """A release gave the name to our session, with ``token`` (mutex held)."""
+        if token <= slot.last_token or slot.holder is not None:
+            return  # a term we already have, or had
+        if not slot.waiting:
+            # Nobody here wants it any more: pass it on, and never take that term afterwards.
+            slot.last_token = token
+            name, session_id = slot.name, session.id
+            self.runtime.submit(CONTEND_LANE, lambda: self.backend.release(session_id, name, token), _ignore)
+            return
+        if slot.busy is not None:
+            slot.poked = True  # the attempt on its way, or the one right after it, reports the term
+            return
+        # A handed term lasts as long as the session (SPI): the session's own deadline bounds it.
+        self._grant(slot, session.id, token, session.deadline)
+
+    def _stop_waiting(self, slot: Slot, session_id: str) -> None:
+        """Nobody here waits for the name: leave the backend's line, so no release hands it to us.
+
+        The watch goes only once out of line: a hand-over just before is still heard (and passed on).
+        """
+        if not self.backend.hands_over:
+            return
+        slot.busy = "leave"
+        name = slot.name
+
+        def left(outcome: Outcome[None]) -> None:
+            with self._mutex:
+                slot.busy = None
+                if slot.waiting:
+                    self._kick(slot)
+                else:
+                    self._unwatch_unless_contended(slot)
+
+        self.runtime.submit(CONTEND_LANE, lambda: self.backend.stop_waiting(session_id, name), left)
 
     def _measure_acquire(self, seconds: float) -> None:
         average = self._acquire_round_trip
@@ -535,6 +589,8 @@ class Engine:
         time: its attempt leaves before a remote waiter has even heard of the release.
         """
         now = self.now()
+        if self.backend.hands_over:
+            return  # the release gave the name to the first waiting session already, if any
         if slot.waiting or now - slot.wanted_at > CONTENDED_FOR * self.config.renew_interval:
             return
         round_trip = self._acquire_round_trip or 0.0
@@ -663,7 +719,7 @@ class Engine:
                 return None
             slot.busy = "acquire"
             sent = self.now()
-        outcome = self._acquire_outcome(session_id, contender.name)
+        outcome = self._acquire_outcome(session_id, contender.name, contender.waits)
         with self._mutex:
             slot.waiting.appendleft(contender)
             self._on_acquired(slot, session_id, sent, outcome)
@@ -674,15 +730,15 @@ class Engine:
         with self._mutex:
             slot = self._slot(contender.name)
             sent = self.now()
-        outcome = self._acquire_outcome(session_id, contender.name)
+        outcome = self._acquire_outcome(session_id, contender.name, contender.waits)
         with self._mutex:
             self._on_acquired(slot, session_id, sent, outcome)
         return outcome.error
 
-    def _acquire_outcome(self, session_id: str, name: str) -> Outcome[Grant | None]:
+    def _acquire_outcome(self, session_id: str, name: str, wait: bool) -> Outcome[Grant | None]:
         """One acquire on the backend, in the calling thread."""
         try:
-            return Outcome(value=self.backend.acquire(session_id, name))
+            return Outcome(value=self.backend.acquire(session_id, name, wait=wait))
         except Exception as error:
             return Outcome(error=error)
 
@@ -843,6 +899,10 @@ class Engine:
                 slots = list(self._slots.values())
             else:
                 slots = []
+                handed = self._slots.get(event.name) if event.kind is NotificationKind.HANDED_OVER else None
+                session = self._session
+                if handed is not None and session is not None and event.session_id == session.id:
+                    self._take_handed(handed, session, event.token)
             for slot in slots:
                 if slot.waiting and slot.holder is None:
                     slot.backoff = FIRST_POLL_DELAY

@@ -36,8 +36,8 @@ class _Request(Contender):
 
     kind = "lock"
 
-    def __init__(self, lock: Lock) -> None:
-        super().__init__(lock.name)
+    def __init__(self, lock: Lock, *, waits: bool) -> None:
+        super().__init__(lock.name, waits=waits)
         self.lock = lock
         # Made only when the caller has to wait: most acquisitions are granted in the caller's thread.
         # Set when a term is granted, and when the engine hands the caller an attempt to make.
@@ -121,7 +121,7 @@ class Lock:
             raise LockHeld(f"lock {self.name!r} is already held by this thread (locks are not re-entrant)")
         engine = self.engine
         started = engine.now()
-        request = _Request(self)
+        request = _Request(self, waits=timeout != 0)
         error = engine.acquire_now(request, None if timeout is None else max(timeout, engine.backend.timeout))
         # ``term`` is set once, under the engine's mutex: read without it, a set term is final.
         if timeout != 0 and request.term is None:

@@ -45,6 +45,9 @@ class LeaseBackend(ABC):
     needs_purge: ClassVar[bool] = False
     #: Short name used in logs, metrics and the status command.
     vendor: ClassVar[str] = "custom"
+    #: A release gives the name straight to the session that has waited longest (see ``acquire``'s
+    #: ``wait``) and says so in a HANDED_OVER notification. False: a release frees the name for all.
+    hands_over: bool = False
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
         if not timeout > 0:
@@ -74,13 +77,31 @@ class LeaseBackend(ABC):
 
     # -- leases -------------------------------------------------------------------
 
-    def acquire(self, session_id: str, name: str) -> Grant | None:
+    def acquire(self, session_id: str, name: str, *, wait: bool = False) -> Grant | None:
         """Take ``name`` when free or its holder expired; ``None`` when a live session holds it.
 
         Re-acquiring a name the session holds returns the same term.
         Raises SessionExpired when the caller's session is not live.
+
+        ``wait`` says the caller will keep trying until it gets the name. A backend that
+        ``hands_over`` then puts a refused session in the name's line: a release hands the name
+        to the first live session of the line, with a new term that lasts as long as that
+        session, and announces it (HANDED_OVER, naming the session and the token). The session
+        leaves the line when it gets the name, or with ``stop_waiting``.
         """
-        return self._acquire(session_id, validate_name(name))
+        return self._acquire(session_id, validate_name(name), bool(wait))
+
+    def stop_waiting(self, session_id: str, name: str) -> None:
+        """Take the session out of ``name``'s line, if it is in it; a term already handed to it stays.
+
+        No effect on a backend that does not hand names over.
+        """
+        validate_name(name)
+        if self.hands_over:
+            self._stop_waiting(session_id, name)
+
+    def _stop_waiting(self, session_id: str, name: str) -> None:
+        raise NotImplementedError(f"{type(self).__name__} hands names over: it must implement _stop_waiting")
 
     def release(self, session_id: str, name: str, token: int | None = None) -> bool | None:
         """Free ``name`` if this session holds it (the token is kept); no effect otherwise.
@@ -184,7 +205,7 @@ class LeaseBackend(ABC):
     def _close_session(self, session_id: str) -> None: ...
 
     @abstractmethod
-    def _acquire(self, session_id: str, name: str) -> Grant | None: ...
+    def _acquire(self, session_id: str, name: str, wait: bool) -> Grant | None: ...
 
     @abstractmethod
     def _release(self, session_id: str, name: str, token: int | None) -> bool | None: ...

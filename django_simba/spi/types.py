@@ -66,6 +66,7 @@ class SessionInfo:
 
 class NotificationKind(Enum):
     RELEASED = "released"  # a lease name was released: candidates may take over now
+    HANDED_OVER = "handed_over"  # a release gave the name to the first session of its line
     GROUP_CHANGED = "group_changed"  # a group's membership changed
     RESYNC = "resync"  # notifications may have been missed (reconnect): re-check everything
 
@@ -74,3 +75,6 @@ class NotificationKind(Enum):
 class Notification:
     kind: NotificationKind
     name: str = ""
+    #: HANDED_OVER only: the session that holds the name now, and its term's token.
+    session_id: str = ""
+    token: int = 0

@@ -142,6 +142,28 @@ class BackendTCK:
         for sid in (a, b):
             backend.close_session(sid)
 
+    def test_a_waiting_session_gets_the_next_term_after_the_release(
+        self, backend: LeaseBackend, name: str
+    ) -> None:
+        """Handed over (``hands_over``) or free for it to take: the waiter holds the next term."""
+        holder = backend.open_session(self.long_lease, "holder").session_id
+        waiter = backend.open_session(self.long_lease, "waiter").session_id
+        grant = backend.acquire(holder, name)
+        assert grant is not None
+        assert backend.acquire(waiter, name, wait=True) is None
+        backend.release(holder, name, grant.token)
+        if backend.hands_over:
+            info = backend.owner(name)
+            assert info is not None and info.session_id == waiter and info.token > grant.token
+        else:
+            assert backend.owner(name) is None
+        taken = backend.acquire(waiter, name, wait=True)
+        assert taken is not None and taken.token > grant.token
+        assert backend.acquire(holder, name) is None
+        backend.stop_waiting(waiter, name)  # not in line any more: no effect
+        for sid in (holder, waiter):
+            backend.close_session(sid)
+
     def test_release_with_a_token_frees_only_that_term(self, backend: LeaseBackend, name: str) -> None:
         sid = backend.open_session(self.long_lease, "holder").session_id
         first = backend.acquire(sid, name)

@@ -223,9 +223,9 @@ def test_a_blocked_caller_makes_its_later_attempts_in_its_own_thread(threaded_en
     threads: list[tuple[str, int]] = []
     acquire = backend.acquire
 
-    def recording(session_id: str, name: str):
+    def recording(session_id: str, name: str, *, wait: bool = False):
         threads.append((session_id, threading.get_ident()))
-        return acquire(session_id, name)
+        return acquire(session_id, name, wait=wait)
 
     backend.acquire = recording
     try:
@@ -249,7 +249,8 @@ def test_a_caller_giving_up_on_an_attempt_handed_to_it_leaves_the_next_waiter_se
     from django_simba.engine.lock import _Request
 
     session = threaded_engine.wait_for_session(5)
-    gives_up, waits = _Request(threaded_engine.lock("handed")), _Request(threaded_engine.lock("handed"))
+    lock = threaded_engine.lock("handed")
+    gives_up, waits = _Request(lock, waits=True), _Request(lock, waits=True)
     with threaded_engine._mutex:
         slot = threaded_engine._slot("handed")
         gives_up.done = threading.Event()  # blocked in acquire(): attempts are handed to it

@@ -250,7 +250,7 @@ class DatabaseBackend(LeaseBackend):
 
     # -- leases -------------------------------------------------------------------------
 
-    def _acquire(self, session_id: str, name: str) -> Grant | None:
+    def _acquire(self, session_id: str, name: str, wait: bool) -> Grant | None:
         if not _SESSION_ID.match(session_id):
             raise SessionExpired(session_id)
         acquired = self._run(lambda ex: self.dialect.acquire(ex, session_id, name))

@@ -156,7 +156,7 @@ class MemoryBackend(LeaseBackend):
 
     # -- leases -------------------------------------------------------------------
 
-    def _acquire(self, session_id: str, name: str) -> Grant | None:
+    def _acquire(self, session_id: str, name: str, wait: bool) -> Grant | None:
         with self._mutex:
             self.calls += 1
             now = self._clock()

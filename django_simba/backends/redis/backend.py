@@ -180,7 +180,7 @@ class RedisBackend(LeaseBackend):
 
     # -- leases -----------------------------------------------------------------------------
 
-    def _acquire(self, session_id: str, name: str) -> Grant | None:
+    def _acquire(self, session_id: str, name: str, wait: bool) -> Grant | None:
         _require_session_id(session_id)
         with translated("acquire", self.timeout):
             return self.store.acquire(session_id, name)

@@ -109,7 +109,7 @@ class ZookeeperBackend(LeaseBackend):
 
     # -- leases ---------------------------------------------------------------------------
 
-    def _acquire(self, session_id: str, name: str) -> Grant | None:
+    def _acquire(self, session_id: str, name: str, wait: bool) -> Grant | None:
         session = self._session(session_id)
         try:
             return session.acquire(name, self._deadline(), self._prepare_layout)

@@ -103,7 +103,7 @@ class SimulatedBackend(LeaseBackend):
 
     # -- leases -----------------------------------------------------------------------
 
-    def _acquire(self, session_id: str, name: str) -> Grant | None:
+    def _acquire(self, session_id: str, name: str, wait: bool) -> Grant | None:
         def acquire(model: MemoryBackend) -> Grant | None:
             try:
                 grant = model.acquire(session_id, name)

@@ -1,0 +1,106 @@
+"""The engine's side of a backend that hands names over (``LeaseBackend.hands_over``).
+
+The in-memory backend does not hand names over; these tests tell the engine it does and feed
+it what such a backend would send (a HANDED_OVER notification, a keep-alive listing a term),
+to check what it makes of them. The Redis tests run the real thing end to end.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from django_simba.engine import Engine
+from django_simba.engine.lock import _Request
+from django_simba.spi import Notification, NotificationKind, Renewal
+from django_simba.testing import wait_until
+
+
+@pytest.fixture
+def engine(threaded_engine: Engine) -> Engine:
+    backend = threaded_engine.backend
+    backend.hands_over = True
+    backend._stop_waiting = lambda session_id, name: None  # type: ignore[method-assign]
+    threaded_engine.wait_for_session(5)
+    return threaded_engine
+
+
+def _waiter(engine: Engine, name: str) -> _Request:
+    request = _Request(engine.lock(name), waits=True)
+    request.done = threading.Event()
+    with engine._mutex:
+        engine._slot(name).waiting.append(request)
+    return request
+
+
+def _handed(engine: Engine, name: str, token: int) -> None:
+    session = engine.wait_for_session(5)
+    engine._on_notification(Notification(NotificationKind.HANDED_OVER, name, session, token))
+
+
+def test_a_waiter_takes_the_term_handed_to_its_session(engine: Engine):
+    waiter = _waiter(engine, "handed")
+    _handed(engine, "handed", 9)
+    assert waiter.term is not None and waiter.term.token == 9
+    assert waiter.done is not None and waiter.done.is_set()
+    with engine._mutex:
+        session = engine._session
+        assert session is not None
+        assert waiter.term._deadline == session.deadline  # a handed term lasts as long as the session
+
+
+def test_a_term_handed_to_another_session_or_an_old_one_is_not_taken(engine: Engine):
+    waiter = _waiter(engine, "elsewhere")
+    engine._on_notification(Notification(NotificationKind.HANDED_OVER, "elsewhere", "someone-else", 9))
+    assert waiter.term is None
+    with engine._mutex:
+        engine._slots["elsewhere"].last_token = 9  # a term this process already had
+    _handed(engine, "elsewhere", 9)
+    assert waiter.term is None
+
+
+def test_a_term_handed_while_an_attempt_is_on_its_way_is_left_to_that_attempt(engine: Engine):
+    waiter = _waiter(engine, "busy")
+    with engine._mutex:
+        slot = engine._slots["busy"]
+        slot.busy = "acquire"
+    _handed(engine, "busy", 9)
+    assert waiter.term is None and slot.poked  # its reply, or the attempt right after, reports the term
+    with engine._mutex:
+        slot.busy = None
+
+
+def test_a_term_handed_to_a_process_nobody_in_waits_is_passed_on_and_never_taken(engine: Engine):
+    released: list[tuple[str, int | None]] = []
+    engine.backend.release = lambda session_id, name, token=None: released.append((name, token))  # type: ignore[method-assign]
+    with engine._mutex:
+        engine._slot("unwanted")  # its waiter gave up while the hand-over was on its way
+    _handed(engine, "unwanted", 9)
+    wait_until(lambda: released == [("unwanted", 9)], 5, message="passed on")
+    waiter = _waiter(engine, "unwanted")
+    _handed(engine, "unwanted", 9)  # the same notification, late: that term was given back
+    assert waiter.term is None
+
+
+def test_a_keep_alive_listing_a_handed_term_gives_it_to_the_waiter(engine: Engine):
+    waiter = _waiter(engine, "listed")
+    session = engine.wait_for_session(5)
+    now = engine.now()
+    with engine._mutex:
+        engine._reconcile(session, now, Renewal(10.0, {"listed": 4}), now + 5.0)
+    assert waiter.term is not None and waiter.term.token == 4  # its notification is late or lost
+
+
+def test_a_keep_alive_listing_a_term_nobody_here_wants_gives_it_back_for_good(engine: Engine):
+    released: list[tuple[str, int | None]] = []
+    engine.backend.release = lambda session_id, name, token=None: released.append((name, token))  # type: ignore[method-assign]
+    session = engine.wait_for_session(5)
+    now = engine.now()
+    with engine._mutex:
+        engine._slot("stray")
+        engine._reconcile(session, now, Renewal(10.0, {"stray": 4}), now + 5.0)
+    wait_until(lambda: released == [("stray", 4)], 5, message="given back")
+    waiter = _waiter(engine, "stray")
+    _handed(engine, "stray", 4)  # a hand-over notification of that term, arriving late
+    assert waiter.term is None
