@@ -10,6 +10,9 @@ Keys (see ``keys.py``; braces are literal hash tags):
 ``simba:session:{sid}:leases``     the session's lease index, same slot as the session.
 ``simba:session:{sid}:groups``     the session's group index, same slot as the session.
 ``simba:group:{group}``            sorted set of member session ids scored by expiry (Redis time).
+``simba:lease:{name}:line``        single node: sessions waiting for the lease, scored in the order
+                                   they joined (the lease's ``joined`` count); expires with its
+                                   longest-lived waiter.
 =================================  =============================================================
 
 The two indexes are sorted sets scored by the time of the last acquire / join attempt
@@ -25,7 +28,11 @@ time is a duration on Redis's clock. A lease is held while its ``session`` is se
 the same script on a single node (one round trip whatever the number of leases). Release
 publishes ``released`` on the lease key's channel and the backend's one pub/sub connection
 delivers it, so a waiting candidate takes over at once; group changes are published on the
-group key. Closing a session deletes it first, then frees its leases and memberships, then
+group key. On a single node (``hand_over``, the default, unless ``wait_replicas`` is set), a
+waiting session refused the name joins its line, and a release gives the name in the same
+script to the first live session of the line, with a new token and its session's expiry,
+and publishes ``handed <session> <token>``: the waiter holds the name without a round trip
+of its own. Closing a session deletes it first, then frees its leases and memberships, then
 drops the indexes, so a close repeated after a failure finishes the job. On a Redis Cluster
 the calls route by slot (``cluster.py``).
 
@@ -80,7 +87,7 @@ from ...spi import (
 from .cluster import ClusterStore
 from .connection import cluster_client, standalone_client
 from .guards import check_eviction_policies, read_eviction_policies
-from .keys import GROUP_PREFIX, LEASE_PREFIX, group_key, lease_key, tagged
+from .keys import GROUP_PREFIX, HANDED_OVER, LEASE_PREFIX, group_key, lease_key, tagged
 from .options import RedisOptions
 from .scripting import ClusterScripting, Scripting, StandaloneScripting, translated
 from .standalone import StandaloneStore
@@ -111,6 +118,7 @@ class RedisBackend(LeaseBackend):
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         super().__init__(options, timeout=timeout)
         self.settings = RedisOptions.parse(self.options)
+        self.hands_over = self.settings.hand_over
         self._init_state()
 
     def _init_state(self) -> None:
@@ -155,7 +163,12 @@ class RedisBackend(LeaseBackend):
                 raise
             if isinstance(scripting, ClusterScripting):
                 return ClusterStore(scripting, timeout=self.timeout)
-            return StandaloneStore(scripting, timeout=self.timeout, wait_replicas=self.settings.wait_replicas)
+            return StandaloneStore(
+                scripting,
+                timeout=self.timeout,
+                wait_replicas=self.settings.wait_replicas,
+                hand_over=self.hands_over,
+            )
 
     def check_server(self) -> None:
         """Connect and run the start-up guards now (system checks, the status command)."""
@@ -183,7 +196,13 @@ class RedisBackend(LeaseBackend):
     def _acquire(self, session_id: str, name: str, wait: bool) -> Grant | None:
         _require_session_id(session_id)
         with translated("acquire", self.timeout):
-            return self.store.acquire(session_id, name)
+            return self.store.acquire(session_id, name, wait)
+
+    def _stop_waiting(self, session_id: str, name: str) -> None:
+        store = self.store
+        if isinstance(store, StandaloneStore) and _SESSION_ID.match(session_id):
+            with translated("stop_waiting", self.timeout):
+                store.stop_waiting(session_id, name)
 
     def _release(self, session_id: str, name: str, token: int | None) -> None:
         if _SESSION_ID.match(session_id):
@@ -270,10 +289,10 @@ class RedisBackend(LeaseBackend):
             pool = scripting.client.connection_pool
         return pool.connection_class(**pool.connection_kwargs)
 
-    def _on_message(self, channel: str) -> None:
+    def _on_message(self, channel: str, payload: str) -> None:
         name = tagged(channel, LEASE_PREFIX)
         if name is not None:
-            self._deliver(Notification(NotificationKind.RELEASED, name))
+            self._deliver(_lease_event(name, payload))
             return
         group = tagged(channel, GROUP_PREFIX)
         if group is not None:
@@ -311,6 +330,16 @@ class RedisBackend(LeaseBackend):
 
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
+
+
+def _lease_event(name: str, payload: str) -> Notification:
+    """RELEASED, or HANDED_OVER for a ``handed <session> <token>`` payload."""
+    kind, _, rest = payload.partition(" ")
+    if kind == HANDED_OVER:
+        session_id, _, token = rest.partition(" ")
+        if session_id and token.isdigit():
+            return Notification(NotificationKind.HANDED_OVER, name, session_id, int(token))
+    return Notification(NotificationKind.RELEASED, name)
 
 
 def _require_session_id(session_id: str) -> None:

@@ -140,7 +140,8 @@ class ClusterStore(BaseStore):
 
     # -- leases -------------------------------------------------------------------------------
 
-    def acquire(self, session_id: str, name: str) -> Grant | None:
+    def acquire(self, session_id: str, name: str, wait: bool = False) -> Grant | None:
+        """``wait`` changes nothing: a release cannot hand the name over (the waiter's keys are elsewhere)."""
         sent = self.clock()
         session_ms, lease_ms = self._attempt(session_id, session_leases_key(session_id), name, "acquire")
         reply = self.scripting.run(SLOT_GRANT, [lease_key(name)], [session_id, lease_ms])

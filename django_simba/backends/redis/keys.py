@@ -18,14 +18,24 @@ SESSION_PREFIX = "simba:session:{"
 GROUP_PREFIX = "simba:group:{"
 LEASE_INDEX_SUFFIX = ":leases"
 GROUP_INDEX_SUFFIX = ":groups"
+LINE_SUFFIX = ":line"
 
 RELEASED = "released"
+HANDED_OVER = "handed"  # followed by the session id and the token
 CHANGED = "changed"
 
 
 def lease_key(name: str) -> str:
     """Hash that never expires: ``session`` (empty when free), ``token``, ``expires`` (ms, Redis time)."""
     return f"{LEASE_PREFIX}{name}}}"
+
+
+def line_key(name: str) -> str:
+    """Sorted set of the sessions waiting for a lease, scored in the order they joined it.
+
+    Same slot as the lease; its suffix keeps it out of the lease key pattern of ``scan_pattern``.
+    """
+    return lease_key(name) + LINE_SUFFIX
 
 
 def session_key(session_id: str) -> str:

@@ -2,7 +2,7 @@
 
 ``{"cache": "<django-redis alias>"}`` (default: ``"default"``) or ``{"url": "redis://..."}``
 (or, on a cluster, ``{"startup_nodes": ["host:port", ...]}``), plus ``cluster``, ``wait_replicas``,
-``check_eviction`` and the connection settings redis-py takes as they are (password,
+``check_eviction``, ``hand_over`` and the connection settings redis-py takes as they are (password,
 TLS). Unknown keys are refused so a typo does not silently change nothing.
 """
 
@@ -32,7 +32,9 @@ CONNECTION_OPTIONS = frozenset(
         "client_name",
     }
 )
-BACKEND_OPTIONS = frozenset({"cache", "url", "startup_nodes", "cluster", "wait_replicas", "check_eviction"})
+BACKEND_OPTIONS = frozenset(
+    {"cache", "url", "startup_nodes", "cluster", "wait_replicas", "check_eviction", "hand_over"}
+)
 KNOWN_OPTIONS = CONNECTION_OPTIONS | BACKEND_OPTIONS
 #: Without 'cache', 'url' or 'startup_nodes' the backend borrows the django-redis cache "default".
 DEFAULT_CACHE = "default"
@@ -46,6 +48,7 @@ class RedisOptions:
     cluster: bool = False
     wait_replicas: int = 0
     check_eviction: bool = True
+    hand_over: bool = True
     connection: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -80,6 +83,15 @@ class RedisOptions:
                 "'wait_replicas' is not available on a Redis Cluster: WAIT cannot cover the several nodes "
                 "one acquire touches; for fencing across failovers use the database or ZooKeeper backend"
             )
+        # A handed-over term is written by a release script that WAIT cannot cover, and a cluster's
+        # release cannot reach the waiting session's keys: both release the name to all instead.
+        hand_over = _flag(options, "hand_over", default=not (cluster or wait_replicas))
+        if hand_over and (cluster or wait_replicas):
+            raise ConfigurationError(
+                "'hand_over' needs a single Redis node without 'wait_replicas': a cluster's release "
+                "cannot reach the waiting session's keys, and WAIT cannot cover a term written by "
+                "another session's release"
+            )
         return cls(
             cache=cache,
             url=url,
@@ -87,6 +99,7 @@ class RedisOptions:
             cluster=cluster,
             wait_replicas=wait_replicas,
             check_eviction=_flag(options, "check_eviction", default=True),
+            hand_over=hand_over,
             connection={key: options[key] for key in CONNECTION_OPTIONS if key in options},
         )
 

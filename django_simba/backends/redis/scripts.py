@@ -24,7 +24,15 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from .keys import CHANGED, GROUP_PREFIX, LEASE_PREFIX, RELEASED, SESSION_PREFIX
+from .keys import (
+    CHANGED,
+    GROUP_PREFIX,
+    HANDED_OVER,
+    LEASE_INDEX_SUFFIX,
+    LEASE_PREFIX,
+    RELEASED,
+    SESSION_PREFIX,
+)
 
 
 @dataclass(frozen=True)
@@ -219,11 +227,25 @@ return 1
 """,
 )
 
-#: KEYS: session, lease index, lease. ARGV: session id, name.
+_GRANT = f"""
+-- A new term of the lease ``name`` for the live session ``sid``: it lasts as long as the session,
+-- whose lease index lists it, so that its keep-alives renew it.
+local function grant(lease, name, fields, sid, expires, now)
+  local index = session_key(sid) .. '{LEASE_INDEX_SUFFIX}'
+  -- a name already listed means the index exists, with the session's expiry set by its creator
+  if redis.call('ZADD', index, now, name) == 1 then redis.call('PEXPIREAT', index, expires) end
+  local token = (tonumber(fields[2]) or 0) + 1  -- one write for the whole new term
+  redis.call('HSET', lease, 'session', sid, 'token', string.format('%d', token), 'expires', expires)
+  return token
+end
+"""
+
+#: KEYS: session, lease index, lease, line. ARGV: session id, name, wait (1: join the line if refused).
 #: Returns {-1} session expired, {0} held by another, {1, token, ms} already held, {2, token, ms} new term.
 STANDALONE_ACQUIRE = _script(
     "standalone_acquire",
-    """
+    _GRANT
+    + """
 local now = now_ms()
 local sid = ARGV[1]
 local expires = session_expiry(KEYS[1], now)
@@ -231,28 +253,53 @@ if not expires then return {-1} end
 local fields = redis.call('HMGET', KEYS[3], 'session', 'token', 'expires')
 local holder = held_by(fields, now)
 if holder then
-  if holder ~= sid then return {0} end
+  if holder ~= sid then
+    if ARGV[3] == '1' then
+      if not redis.call('ZSCORE', KEYS[4], sid) then
+        -- its place in line: a count kept with the lease (the clock's milliseconds would tie)
+        redis.call('ZADD', KEYS[4], redis.call('HINCRBY', KEYS[3], 'joined', 1), sid)
+      end
+      -- waiters try again within a lease: a line nobody waits in any more goes with its last one
+      if redis.call('PTTL', KEYS[4]) < expires - now then redis.call('PEXPIREAT', KEYS[4], expires) end
+    end
+    return {0}
+  end
   return {1, tonumber(fields[2]), tonumber(fields[3]) - now}  -- listed in the index since its grant
 end
--- a name already listed means the index exists, with the session's expiry set by its creator
-if redis.call('ZADD', KEYS[2], now, ARGV[2]) == 1 then redis.call('PEXPIREAT', KEYS[2], expires) end
-local token = (tonumber(fields[2]) or 0) + 1  -- one write for the whole new term
-redis.call('HSET', KEYS[3], 'session', sid, 'token', string.format('%d', token), 'expires', expires)
+local token = grant(KEYS[3], ARGV[2], fields, sid, expires, now)
+redis.call('ZREM', KEYS[4], sid)
 return {2, token, expires - now}
 """,
 )
 
-#: KEYS: lease, lease index. ARGV: session id, name, token (0: any). Returns 1 when released.
+#: KEYS: lease, lease index, line. ARGV: session id, name, token (0: any), hand over (1: yes).
+#: Returns 1 when released, 0 when not this session's term. With hand-over, the first session of
+#: the line still alive gets a new term at once (HANDED_OVER); dead ones are dropped on the way.
 #: A released name stays in the index (the next keep-alive drops it): one command less per cycle,
 #: and a re-acquire finds it listed already.
 STANDALONE_RELEASE = _script(
     "standalone_release",
-    f"""
+    _GRANT
+    + f"""
 local fields = redis.call('HMGET', KEYS[1], 'session', 'token')
 if fields[1] ~= ARGV[1] or (ARGV[3] ~= '0' and fields[2] ~= ARGV[3]) then
   -- not this session's term: drop the name from the index only when the session lost it
   if fields[1] ~= ARGV[1] then redis.call('ZREM', KEYS[2], ARGV[2]) end
   return 0
+end
+if ARGV[4] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
+  local now = now_ms()
+  while true do
+    local first = redis.call('ZPOPMIN', KEYS[3])
+    if #first == 0 then break end
+    local sid = first[1]
+    local expires = session_expiry(session_key(sid), now)
+    if expires then
+      local token = grant(KEYS[1], ARGV[2], fields, sid, expires, now)
+      redis.call('PUBLISH', KEYS[1], '{HANDED_OVER} ' .. sid .. ' ' .. string.format('%d', token))
+      return 1
+    end
+  end
 end
 redis.call('HSET', KEYS[1], 'session', '')
 redis.call('PUBLISH', KEYS[1], '{RELEASED}')

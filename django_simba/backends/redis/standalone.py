@@ -13,7 +13,15 @@ from typing import Any
 
 from ...spi import Grant, LeaseInfo, Member, Renewal, SessionExpired
 from .guards import require_replicas
-from .keys import group_key, lease_key, session_groups_key, session_key, session_keys, session_leases_key
+from .keys import (
+    group_key,
+    lease_key,
+    line_key,
+    session_groups_key,
+    session_key,
+    session_keys,
+    session_leases_key,
+)
 from .scripting import StandaloneScripting
 from .scripts import (
     STANDALONE_ACQUIRE,
@@ -33,9 +41,18 @@ EXPIRED, REFUSED, HELD, NEW_TERM = -1, 0, 1, 2
 class StandaloneStore(BaseStore):
     scripting: StandaloneScripting
 
-    def __init__(self, scripting: StandaloneScripting, *, timeout: float, wait_replicas: int = 0) -> None:
+    def __init__(
+        self,
+        scripting: StandaloneScripting,
+        *,
+        timeout: float,
+        wait_replicas: int = 0,
+        hand_over: bool = True,
+    ) -> None:
         super().__init__(scripting, timeout=timeout)
         self.wait_replicas = wait_replicas
+        #: Releases hand the name to the first waiting session (see ``LeaseBackend.hands_over``).
+        self.hand_over = hand_over
 
     def keep_alive(self, session_id: str, lease_ms: int) -> Renewal:
         reply = self.scripting.run(STANDALONE_KEEP_ALIVE, session_keys(session_id), [session_id, lease_ms])
@@ -47,9 +64,9 @@ class StandaloneStore(BaseStore):
     def close_session(self, session_id: str) -> None:
         self.scripting.run(STANDALONE_CLOSE, session_keys(session_id), [session_id])
 
-    def acquire(self, session_id: str, name: str) -> Grant | None:
-        keys = [session_key(session_id), session_leases_key(session_id), lease_key(name)]
-        args = [session_id, name]
+    def acquire(self, session_id: str, name: str, wait: bool = False) -> Grant | None:
+        keys = [session_key(session_id), session_leases_key(session_id), lease_key(name), line_key(name)]
+        args: list[str | int] = [session_id, name, int(wait and self.hand_over)]
         if self.wait_replicas:
             # WAIT needs the connection that wrote: it goes in the same pipeline, still one round trip
             wait_ms = max(1, int(self.timeout * 500))
@@ -73,8 +90,11 @@ class StandaloneStore(BaseStore):
         self._release(session_id, name, token)
 
     def _release(self, session_id: str, name: str, token: int) -> None:
-        keys = [lease_key(name), session_leases_key(session_id)]
-        self.scripting.run(STANDALONE_RELEASE, keys, [session_id, name, token])
+        keys = [lease_key(name), session_leases_key(session_id), line_key(name)]
+        self.scripting.run(STANDALONE_RELEASE, keys, [session_id, name, token, int(self.hand_over)])
+
+    def stop_waiting(self, session_id: str, name: str) -> None:
+        self.scripting.command("ZREM", line_key(name), session_id)
 
     def owner(self, name: str) -> LeaseInfo | None:
         rows = self.scripting.run(STANDALONE_LEASES_READ, [lease_key(name)])

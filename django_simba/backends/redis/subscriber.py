@@ -43,7 +43,7 @@ class Subscriber:
     def __init__(
         self,
         connect: Callable[[], Connection],
-        on_message: Callable[[str], None],
+        on_message: Callable[[str, str], None],
         on_resync: Callable[[], None],
         *,
         timeout: float,
@@ -209,7 +209,7 @@ class Subscriber:
             return False  # +PONG outside subscribed mode
         kind, channel = str(reply[0]), str(reply[1])
         if kind == "message" and len(reply) >= 3:
-            self._on_message(channel)
+            self._on_message(channel, str(reply[2]))
         elif kind == "subscribe":
             pending.discard(channel)
             with self._lock:
