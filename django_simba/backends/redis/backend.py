@@ -31,10 +31,11 @@ delivers it, so a waiting candidate takes over at once; group changes are publis
 group key. On a single node (``hand_over``, the default, unless ``wait_replicas`` is set), a
 waiting session refused the name joins its line, and a release gives the name in the same
 script to the first live session of the line, with a new token and its session's expiry,
-and publishes ``handed <session> <token>``: the waiter holds the name without a round trip
-of its own. Closing a session deletes it first, then frees its leases and memberships, then
-drops the indexes, so a close repeated after a failure finishes the job. On a Redis Cluster
-the calls route by slot (``cluster.py``).
+and publishes ``handed <token> <name>`` on the session hash's key, a channel the backend
+subscribes to for each session it opens: the waiter holds the name without a round trip of
+its own, and the other waiters sleep on. Closing a session deletes it first, then frees its
+leases and memberships, then drops the indexes, so a close repeated after a failure finishes
+the job. On a Redis Cluster the calls route by slot (``cluster.py``).
 
 Durability and operations, what an operator must know:
 
@@ -87,7 +88,16 @@ from ...spi import (
 from .cluster import ClusterStore
 from .connection import cluster_client, standalone_client
 from .guards import check_eviction_policies, read_eviction_policies
-from .keys import GROUP_PREFIX, HANDED_OVER, LEASE_PREFIX, group_key, lease_key, tagged
+from .keys import (
+    GROUP_PREFIX,
+    HANDED_OVER,
+    LEASE_PREFIX,
+    SESSION_PREFIX,
+    group_key,
+    lease_key,
+    session_key,
+    tagged,
+)
 from .options import RedisOptions
 from .scripting import ClusterScripting, Scripting, StandaloneScripting, translated
 from .standalone import StandaloneStore
@@ -179,7 +189,11 @@ class RedisBackend(LeaseBackend):
 
     def _open_session(self, lease_duration: float, metadata: str) -> OpenedSession:
         with translated("open_session", self.timeout):
-            return self.store.open_session(_ms(lease_duration), metadata)
+            opened = self.store.open_session(_ms(lease_duration), metadata)
+        if self.hands_over:
+            # Names are handed to the session on its own channel; it is in no line before this returns.
+            self.subscriber.watch(session_key(opened.session_id))
+        return opened
 
     def _keep_alive(self, session_id: str, lease_duration: float) -> Renewal:
         _require_session_id(session_id)
@@ -190,6 +204,7 @@ class RedisBackend(LeaseBackend):
         if _SESSION_ID.match(session_id):
             with translated("close_session", self.timeout):
                 self.store.close_session(session_id)
+            self.subscriber.unwatch(session_key(session_id))
 
     # -- leases -----------------------------------------------------------------------------
 
@@ -292,7 +307,13 @@ class RedisBackend(LeaseBackend):
     def _on_message(self, channel: str, payload: str) -> None:
         name = tagged(channel, LEASE_PREFIX)
         if name is not None:
-            self._deliver(_lease_event(name, payload))
+            self._deliver(Notification(NotificationKind.RELEASED, name))
+            return
+        session_id = tagged(channel, SESSION_PREFIX)
+        if session_id is not None:
+            handed = _handed_over(session_id, payload)
+            if handed is not None:
+                self._deliver(handed)
             return
         group = tagged(channel, GROUP_PREFIX)
         if group is not None:
@@ -332,14 +353,13 @@ def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
 
-def _lease_event(name: str, payload: str) -> Notification:
-    """RELEASED, or HANDED_OVER for a ``handed <session> <token>`` payload."""
+def _handed_over(session_id: str, payload: str) -> Notification | None:
+    """The HANDED_OVER of a ``handed <token> <name>`` message on a session's channel."""
     kind, _, rest = payload.partition(" ")
-    if kind == HANDED_OVER:
-        session_id, _, token = rest.partition(" ")
-        if session_id and token.isdigit():
-            return Notification(NotificationKind.HANDED_OVER, name, session_id, int(token))
-    return Notification(NotificationKind.RELEASED, name)
+    token, _, name = rest.partition(" ")
+    if kind != HANDED_OVER or not token.isdigit() or not name:
+        return None
+    return Notification(NotificationKind.HANDED_OVER, name, session_id, int(token))
 
 
 def _require_session_id(session_id: str) -> None:

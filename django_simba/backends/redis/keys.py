@@ -6,7 +6,7 @@ id, so a session's hash and its two indexes always share one slot. Names cannot
 contain braces (SPEC 2.5), so the tag is exactly the name.
 
 Channels are the keys themselves: a release publishes on its lease key, a group
-change on its group key.
+change on its group key, a hand-over on the session key of the session that got the name.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ GROUP_INDEX_SUFFIX = ":groups"
 LINE_SUFFIX = ":line"
 
 RELEASED = "released"
-HANDED_OVER = "handed"  # followed by the session id and the token
+HANDED_OVER = "handed"  # on the session's channel, followed by the token and the name
 CHANGED = "changed"
 
 

@@ -296,7 +296,9 @@ if ARGV[4] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
     local expires = session_expiry(session_key(sid), now)
     if expires then
       local token = grant(KEYS[1], ARGV[2], fields, sid, expires, now)
-      redis.call('PUBLISH', KEYS[1], '{HANDED_OVER} ' .. sid .. ' ' .. string.format('%d', token))
+      -- told on the session's own channel: the other waiters need not wake, the name is held
+      local message = '{HANDED_OVER} ' .. string.format('%d', token) .. ' ' .. ARGV[2]
+      redis.call('PUBLISH', session_key(sid), message)
       return 1
     end
   end

@@ -62,6 +62,7 @@ def test_a_release_hands_the_name_to_the_session_that_waited_longest(backends, u
     holder_side, first_side, second_side = backends
     holder, first, second = (_session(b, label) for b, label in zip(backends, ["holder", "first", "second"]))
     heard = _listening(first_side, unique)
+    bystander = _listening(second_side, unique)
     grant = holder_side.acquire(holder, unique)
     assert grant is not None
     assert first_side.acquire(first, unique, wait=True) is None
@@ -83,6 +84,12 @@ def test_a_release_hands_the_name_to_the_session_that_waited_longest(backends, u
     assert owner is not None and (owner.session_id, owner.token) == (second, grant.token + 2)
     second_side.release(second, unique, grant.token + 2)
     assert holder_side.owner(unique) is None  # the line is empty: released for all
+    released = Notification(NotificationKind.RELEASED, unique)
+    wait_until(lambda: released in bystander.of(unique), 5, message="the last release's notification")
+    # one connection delivers in order: the hand-overs, told to the first and second sessions
+    # alone, woke no one watching the name before this release for all
+    handed_to_second = Notification(NotificationKind.HANDED_OVER, unique, second, grant.token + 2)
+    assert bystander.of(unique) == [handed_to_second, released]
 
 
 def test_sessions_that_stopped_waiting_or_died_are_passed_over(backends, unique):
