@@ -171,14 +171,20 @@ def _counting_acquires(engine: Engine) -> list[bool]:
     return calls
 
 
+def _blocked_waiter(engine: Engine, name: str) -> tuple[threading.Thread, list]:
+    """A thread of ``engine`` blocked in ``lock(name).acquire()``; the term it gets lands in the list."""
+    got: list = []
+    thread = threading.Thread(target=lambda: got.append(engine.lock(name).acquire(10)), daemon=True)
+    thread.start()
+    return thread, got
+
+
 def test_a_blocked_waiter_gets_the_term_from_the_release_without_asking_again(engines, unique):
     holding, waiting = engines
     calls = _counting_acquires(waiting)
     holder = holding.lock(unique)
     held = holder.acquire(5)
-    got: list = []
-    thread = threading.Thread(target=lambda: got.append(waiting.lock(unique).acquire(10)), daemon=True)
-    thread.start()
+    thread, got = _blocked_waiter(waiting, unique)
     # refused, joining the line, then one look once its watch is set (a release before it is not missed)
     slot = waiting._slot(unique)
     wait_until(lambda: len(calls) == 2 and slot.watched and slot.busy is None, 5, message="waiting")
@@ -245,9 +251,7 @@ def test_a_hand_over_whose_notification_is_lost_still_reaches_the_waiter(engines
     waiting.backend._listeners = [deaf_to_hand_overs]  # type: ignore[attr-defined]
     holder = holding.lock(unique)
     held = holder.acquire(5)
-    got: list = []
-    thread = threading.Thread(target=lambda: got.append(waiting.lock(unique).acquire(10)), daemon=True)
-    thread.start()
+    thread, got = _blocked_waiter(waiting, unique)
     slot = waiting._slot(unique)
     wait_until(lambda: slot.watched and slot.busy is None and slot.waiting, 5, message="waiting in line")
     holder.release()
