@@ -227,11 +227,10 @@ return 1
 """,
 )
 
-_GRANT = f"""
+_GRANT = """
 -- A new term of the lease ``name`` for the live session ``sid``: it lasts as long as the session,
--- whose lease index lists it, so that its keep-alives renew it.
-local function grant(lease, name, fields, sid, expires, now)
-  local index = session_key(sid) .. '{LEASE_INDEX_SUFFIX}'
+-- whose lease ``index`` lists it, so that its keep-alives renew it.
+local function grant(lease, index, name, fields, sid, expires, now)
   -- a name already listed means the index exists, with the session's expiry set by its creator
   if redis.call('ZADD', index, now, name) == 1 then redis.call('PEXPIREAT', index, expires) end
   local token = (tonumber(fields[2]) or 0) + 1  -- one write for the whole new term
@@ -266,7 +265,7 @@ if holder then
   end
   return {1, tonumber(fields[2]), tonumber(fields[3]) - now}  -- listed in the index since its grant
 end
-local token = grant(KEYS[3], ARGV[2], fields, sid, expires, now)
+local token = grant(KEYS[3], KEYS[2], ARGV[2], fields, sid, expires, now)
 redis.call('ZREM', KEYS[4], sid)
 return {2, token, expires - now}
 """,
@@ -295,7 +294,8 @@ if ARGV[4] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
     local sid = first[1]
     local expires = session_expiry(session_key(sid), now)
     if expires then
-      local token = grant(KEYS[1], ARGV[2], fields, sid, expires, now)
+      local index = session_key(sid) .. '{LEASE_INDEX_SUFFIX}'  -- the waiter's, known only here
+      local token = grant(KEYS[1], index, ARGV[2], fields, sid, expires, now)
       -- told on the session's own channel: the other waiters need not wake, the name is held
       local message = '{HANDED_OVER} ' .. string.format('%d', token) .. ' ' .. ARGV[2]
       redis.call('PUBLISH', session_key(sid), message)
