@@ -641,8 +641,12 @@ class Engine:
         would cost a subscription, and the look after it, at every refusal. Keep-alives drop it
         once the name has been quiet for a while.
         """
-        contended = self.now() - slot.wanted_at <= CONTENDED_FOR * self.config.renew_interval
-        if slot.watched and contended and self.backend.idle_watches_are_free:
+        # every grant comes here: the clock is read only where a watch could be kept
+        if (
+            slot.watched
+            and self.backend.idle_watches_are_free
+            and self.now() - slot.wanted_at <= CONTENDED_FOR * self.config.renew_interval
+        ):
             self._lingering.add(slot.name)
         else:
             self._unwatch(slot)
@@ -899,10 +903,14 @@ class Engine:
                 slots = list(self._slots.values())
             else:
                 slots = []
-                handed = self._slots.get(event.name) if event.kind is NotificationKind.HANDED_OVER else None
-                session = self._session
-                if handed is not None and session is not None and event.session_id == session.id:
-                    self._take_handed(handed, session, event.token)
+            session = self._session
+            if (  # handed to another session, the name is held: nothing to do here
+                event.kind is NotificationKind.HANDED_OVER
+                and session is not None
+                and event.session_id == session.id
+                and event.name in self._slots
+            ):
+                self._take_handed(self._slots[event.name], session, event.token)
             for slot in slots:
                 if slot.waiting and slot.holder is None:
                     slot.backoff = FIRST_POLL_DELAY
