@@ -616,8 +616,8 @@ class Engine:
 
     def _watch(self, slot: Slot) -> bool:
         """Start watching the name; True when a new watch was asked for (it retries once set)."""
-        if not self.backend.notifies or slot.watched:
-            return False
+        if not self.backend.notifies or slot.watched or self.backend.hands_over_always:
+            return False  # hands_over_always: the line itself tells a waiter it got the name
         slot.watched = True
         name = slot.name
 

@@ -48,6 +48,9 @@ class LeaseBackend(ABC):
     #: A release gives the name straight to the session that has waited longest (see ``acquire``'s
     #: ``wait``) and says so in a HANDED_OVER notification. False: a release frees the name for all.
     hands_over: bool = False
+    #: A term that ends any other way (its session expired, an operator freed it) is handed over
+    #: too: waiters in the line need no RELEASED watch, so the engine sets none for them.
+    hands_over_always: ClassVar[bool] = False
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
         if not timeout > 0:

@@ -38,6 +38,8 @@ class ZookeeperBackend(LeaseBackend):
     """
 
     notifies = True
+    hands_over = True  # a name's line is a list of sequential nodes (line.py)
+    hands_over_always = True
     needs_purge = False  # the server deletes an expired session's nodes itself
     vendor = "zookeeper"
 
@@ -83,7 +85,13 @@ class ZookeeperBackend(LeaseBackend):
 
     def _open_session(self, lease_duration: float, metadata: str) -> OpenedSession:
         session = ZkSession.open(
-            self.config, self.layout, lease_duration, metadata, self._deadline(), self._prepare_layout_once
+            self.config,
+            self.layout,
+            lease_duration,
+            metadata,
+            self._deadline(),
+            self._prepare_layout_once,
+            self._observer.hub.announce,
         )
         with self._mutex:
             self._by_id[session.session_id] = session
@@ -112,10 +120,16 @@ class ZookeeperBackend(LeaseBackend):
     def _acquire(self, session_id: str, name: str, wait: bool) -> Grant | None:
         session = self._session(session_id)
         try:
-            return session.acquire(name, self._deadline(), self._prepare_layout)
+            return session.acquire(name, self._deadline(), self._prepare_layout, wait=wait)
         except SessionExpired:
             self._forget(session)
             raise
+
+    def _stop_waiting(self, session_id: str, name: str) -> None:
+        with self._mutex:
+            session = self._by_id.get(session_id)
+        if session is not None:
+            session.stop_waiting(name, self._deadline())
 
     def _release(self, session_id: str, name: str, token: int | None) -> None:
         with self._mutex:

@@ -1,15 +1,18 @@
 """Where the backend keeps things under its root, and what the nodes hold.
 
-=====================================  ==========================  ==================================
-path                                   kind                        data
-=====================================  ==========================  ==================================
-``{root}/leases/{name}``               ephemeral                   the holder's session id; token = czxid
-``{root}/groups/{group}``              container                   (none); the server deletes it once empty
-``{root}/groups/{group}/{session}``    ephemeral                   the member's metadata
-``{root}/sessions/{session}``          ephemeral                   metadata, lease and timeout (JSON);
-                                                                   its mtime is the last keep-alive
-``{root}/clock``                       persistent                  (none); written to read the server clock
-=====================================  ==========================  ==================================
+======================================  ==========================  ==================================
+path                                    kind                        data
+======================================  ==========================  ==================================
+``{root}/leases/{name}``                container                   (none); the server deletes it once empty
+``{root}/leases/{name}/{session}-{n}``  ephemeral sequential        the session id; the lowest ``n`` holds
+                                                                    the name (token = its czxid), the
+                                                                    others wait in line (``line.py``)
+``{root}/groups/{group}``               container                   (none); the server deletes it once empty
+``{root}/groups/{group}/{session}``     ephemeral                   the member's metadata
+``{root}/sessions/{session}``           ephemeral                   metadata, lease and timeout (JSON);
+                                                                    its mtime is the last keep-alive
+``{root}/clock``                        persistent                  (none); written to read the server clock
+======================================  ==========================  ==================================
 """
 
 from __future__ import annotations
@@ -39,7 +42,19 @@ class Layout:
         return f"{self.root}/clock"
 
     def lease(self, name: str) -> str:
+        """The name's line: the directory of its sequential nodes."""
         return f"{self.leases}/{name}"
+
+    def lease_node(self, name: str, node: str) -> str:
+        return f"{self.leases}/{name}/{node}"
+
+    def lease_of(self, path: str) -> tuple[str, str] | None:
+        """``(name, node)`` of a path under the leases directory, or ``None``."""
+        prefix = self.leases + "/"
+        if not path.startswith(prefix):
+            return None
+        name, slash, node = path[len(prefix) :].partition("/")
+        return (name, node) if name and slash and node and "/" not in node else None
 
     def group(self, group: str) -> str:
         return f"{self.groups}/{group}"

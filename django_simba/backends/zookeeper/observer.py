@@ -22,6 +22,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoAuthError, NoNodeError
 
 from ...spi import BackendTimeout, LeaseInfo, Member, SessionInfo
+from . import line
 from .client import ensure_nodes, new_client
 from .errors import Deadline, kazoo_errors, wait
 from .layout import Layout, SessionRecord, format_session_id
@@ -32,6 +33,7 @@ logger = logging.getLogger("django_simba.backends.zookeeper")
 
 SHARED_SESSION_TIMEOUT = 10.0
 CLOCK_REFRESH = 30.0
+_HOLDER_LOOKS = 3  # a holder may release between the listing of its line and the look at its node
 
 
 class Observer:
@@ -127,14 +129,8 @@ class Observer:
     def owner(self, name: str, deadline: Deadline) -> LeaseInfo | None:
         client = self.client(deadline)
         with kazoo_errors(f"reading lease {name!r}"):
-            path = self.layout.lease(name)
-            stat = wait(
-                self._after_sync(client, path, deadline, client.exists_async), deadline, f"reading {path}"
-            )
-            if stat is None:
-                return None
-            found = self._lease_infos(client, [(name, stat)], deadline)
-        return found[0] if found else None
+            holders = self._holders(client, [name], deadline, sync=True)
+            return self._lease_infos(client, holders, deadline)[0] if holders else None
 
     def leases(self, prefix: str, deadline: Deadline) -> list[LeaseInfo]:
         client = self.client(deadline)
@@ -144,11 +140,35 @@ class Observer:
                 for name in self._children(client, self.layout.leases, deadline)
                 if name.startswith(prefix)
             ]
-            lookups = [(name, client.exists_async(self.layout.lease(name))) for name in names]
-            stats = [(name, wait(lookup, deadline, "reading leases")) for name, lookup in lookups]
-            return self._lease_infos(
-                client, [(name, stat) for name, stat in stats if stat is not None], deadline
-            )
+            return self._lease_infos(client, self._holders(client, names, deadline), deadline)
+
+    def _holders(
+        self, client: KazooClient, names: list[str], deadline: Deadline, *, sync: bool = False
+    ) -> list[tuple[str, Any]]:
+        """``(name, stat of its holder's node)`` of each held name; a few tries for each."""
+        found: list[tuple[str, Any]] = []
+        for _ in range(_HOLDER_LOOKS):
+            if not names:
+                break
+            if sync:
+                client.sync_async(self.layout.leases)  # answered before the listings that follow
+            listings = {name: client.get_children_async(self.layout.lease(name)) for name in names}
+            heads = {}
+            for name, listing in listings.items():
+                try:
+                    holder = line.head(wait(listing, deadline, f"listing the line of {name!r}"))
+                except NoNodeError:
+                    holder = None
+                if holder is not None:
+                    heads[name] = client.exists_async(self.layout.lease_node(name, holder))
+            names = []
+            for name, lookup in heads.items():
+                stat = wait(lookup, deadline, f"reading the holder of {name!r}")
+                if stat is None:
+                    names.append(name)  # released meanwhile: look again
+                else:
+                    found.append((name, stat))
+        return found
 
     def _lease_infos(
         self, client: KazooClient, found: list[tuple[str, Any]], deadline: Deadline
@@ -239,15 +259,17 @@ class Observer:
             return found
 
     def force_release(self, name: str, deadline: Deadline) -> bool:
+        """Delete the holder's own node: a term that started meanwhile is never touched."""
         client = self.client(deadline)
-        path = self.layout.lease(name)
         with kazoo_errors(f"force-releasing {name!r}"):
-            if wait(self._after_sync(client, path, deadline, client.exists_async), deadline, path) is None:
+            holder = line.head(self._children(client, self.layout.lease(name), deadline))
+            if holder is None:
                 return False
+            path = self.layout.lease_node(name, holder)
             try:
                 wait(client.delete_async(path), deadline, f"deleting {path}")
             except NoNodeError:
-                return False
+                return False  # released meanwhile
         return True
 
     def _after_sync(

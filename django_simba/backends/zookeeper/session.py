@@ -4,29 +4,25 @@ The client is never pointed at another ZooKeeper session: once kazoo reports the
 (expired or closed), or connects under another session id, the Simba session has ended for good
 and every later call raises ``SessionExpired``.
 
-What the session holds is tracked here, keyed by the order in which requests were queued on the
-client (ZooKeeper answers one session's requests in that order):
+A session's place in a name's line is an ephemeral sequential node (``line.py``), tracked here
+with the position of its create in the order in which requests were queued on the client
+(ZooKeeper answers one session's requests in that order):
 
-* ``acquire`` creates ``{root}/leases/{name}`` (ephemeral, data = session id) and records the
-  node's czxid as the token. A create whose reply is lost (timeout, connection loss) may still
-  have been applied: the name is then "possibly owned" until the next keep-alive lists it.
-  Right behind the create goes an ``exists`` with a watch, in the same round trip: when the
-  create fails it tells who holds the name, and when it succeeds its watch stays on our node.
-* ``release`` deletes the node. ZooKeeper cannot make a delete conditional on the node's owner,
-  so the node must be known to be this term's: while the watch set with the grant has not fired
-  (kazoo drops a watch from its registry as it reads the event, and drops them all when the
-  connection fails), nobody deleted it, and the delete goes alone. Otherwise (no confirmed
-  watch: a lost reply, a reconnection, a watch that fired) a ``sync`` and an ``exists`` check the
-  owner and czxid first. Either way, an operator's force-release and another session's create
-  that both land while our delete is in flight, within about one round trip, can still lose
-  that session its node; its fencing token is then older than the next holder's.
+* ``acquire`` sends, back to back in one round trip, the create of the session's node and a
+  listing of the line. First in line: the name is held, with the node's czxid as token. Not first:
+  a caller that does not wait deletes its node again; one that waits stays in line with a watch
+  on the node just ahead of it. When that node goes and it was the holder, the name is ours at
+  once, without asking: no node can join a line ahead of ours. Otherwise the line is listed again.
+  The name handed to us is announced as HANDED_OVER, so nobody else is woken by a release.
+* ``release`` deletes the term's own node, a path no other term ever has: one request, and no
+  way to delete a newer holder's node, whoever else deleted or created what meanwhile.
 * ``keep_alive`` sends, back to back, a write of the session node (its mtime tells observers when
   the session was last renewed, and as a write it brings the connected server up to date) and a
-  ``getEphemerals`` of the leases directory: the names this ZooKeeper session really owns. Names
-  recorded before that request and missing from the list were deleted (released or force
-  released); listed names the session did not know of (lost replies) are looked up once for
-  their czxid and reported. One round trip whatever the number of leases; the reply lists only
-  this session's own leases, which ``owned`` must carry anyway.
+  ``getEphemerals`` of the leases directory: the nodes this ZooKeeper session really owns. A node
+  created before that request and missing from the list was deleted (released or force
+  released). A listed node the session did not know of (a create whose reply was lost) is looked
+  at once: first in line, it is reported as held; otherwise it is deleted. One round trip
+  whatever the number of leases.
 * A watchdog (``watchdog.py``) ends a session that no keep-alive renewed within its lease, since
   kazoo's own heartbeats would keep it alive forever.
 """
@@ -34,6 +30,7 @@ client (ZooKeeper answers one session's requests in that order):
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -43,10 +40,18 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, SessionExpiredError
-from kazoo.protocol.paths import _prefix_root
-from kazoo.protocol.states import WatchedEvent
+from kazoo.protocol.states import Callback, EventType, WatchedEvent
 
-from ...spi import BackendTimeout, BackendUnavailable, Grant, Renewal, SessionExpired
+from ...spi import (
+    BackendTimeout,
+    BackendUnavailable,
+    Grant,
+    Notification,
+    NotificationKind,
+    Renewal,
+    SessionExpired,
+)
+from . import line
 from .client import create_container_async, get_ephemerals_async, negotiated_timeout, new_client
 from .errors import Deadline, translate, wait
 from .layout import Layout, SessionRecord, format_session_id
@@ -55,24 +60,38 @@ from .options import ZookeeperOptions
 logger = logging.getLogger("django_simba.backends.zookeeper")
 
 LayoutPreparer = Callable[[KazooClient, Deadline], None]
+Announcer = Callable[[Notification], None]
 
 _CREATE_ATTEMPTS = 4  # a node can vanish between our create and our look at it; retry a few times
 
 
 @dataclass(frozen=True, slots=True)
-class _Held:
-    token: int
-    seq: int  # position in the client's request order of the request that saw the node
-    watched: bool = False  # a watch set right after the grant saw this term's node
+class _Node:
+    """One of the session's nodes in a name's line."""
+
+    path: str
+    token: int  # its czxid
+    seq: int  # position of its create in the client's request order
+
+
+class _NodeGone(Exception):
+    """The session's node is no longer in its line (deleted by someone, or left meanwhile)."""
 
 
 class ZkSession:
     """A live ZooKeeper session with the leases and memberships it holds."""
 
     def __init__(
-        self, client: KazooClient, options: ZookeeperOptions, layout: Layout, metadata: str, lease: float
+        self,
+        client: KazooClient,
+        options: ZookeeperOptions,
+        layout: Layout,
+        metadata: str,
+        lease: float,
+        announce: Announcer,
     ):
         self.client = client
+        self.announce = announce
         self.layout = layout
         self.security = options.security
         self.metadata = metadata
@@ -85,8 +104,10 @@ class ZkSession:
         #: why the session ended; empty while it is live
         self.ended_because = ""
         self._mutex = threading.Lock()
-        self._releases = threading.Lock()  # releases (and adoptions) of one session run one at a time
-        self._held: dict[str, _Held] = {}
+        self._held: dict[str, _Node] = {}  # first in line: the name is ours
+        self._waiting: dict[str, _Node] = {}  # further back in line
+        self._leaving: set[str] = set()  # paths of nodes being deleted
+        self._creating: dict[str, int] = {}  # names with a create on its way
         self._seq = 0
         self._connected = False
         self._state_changed = threading.Condition(self._mutex)
@@ -105,9 +126,14 @@ class ZkSession:
         metadata: str,
         deadline: Deadline,
         prepare_layout: LayoutPreparer,
+        announce: Announcer,
     ) -> ZkSession:
-        """Connect a new client asking for a session timeout of ``lease``; create the session node."""
-        session = cls(new_client(options, session_timeout=lease), options, layout, metadata, lease)
+        """Connect a new client asking for a session timeout of ``lease``; create the session node.
+
+        ``announce`` is told, on kazoo's threads, of names handed to this session.
+        """
+        client = new_client(options, session_timeout=lease)
+        session = cls(client, options, layout, metadata, lease, announce)
         try:
             connect_within = min(options.connection_timeout, deadline.left())
             if not session.client.start_async().wait(connect_within):
@@ -168,6 +194,7 @@ class ZkSession:
             return False
         self.ended_because = reason
         self._held.clear()
+        self._waiting.clear()
         self._state_changed.notify_all()
         return True
 
@@ -196,12 +223,17 @@ class ZkSession:
             self.end("kazoo connected under another ZooKeeper session")
             return
         with self._mutex:
+            reconnected = state == KazooState.CONNECTED and not self._connected and bool(self.zk_id)
             self._connected = state == KazooState.CONNECTED
             if self._connected:
                 self.timeout = negotiated_timeout(self.client) or self.timeout
             self._state_changed.notify_all()
+            waiting = list(self._waiting.items()) if reconnected else []
         if state == KazooState.LOST and self.zk_id:
             self.end("ZooKeeper reported the session lost (expired or closed)")
+        for name, node in waiting:
+            # kazoo dropped our watches with the connection: look at each line again, off this thread
+            self.client.handler.dispatch_callback(Callback("watch", self._look_at_line, (name, node)))
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -252,37 +284,6 @@ class ZkSession:
         except KazooException as error:
             raise translate(error, what) from error
 
-    def _record(self, name: str, token: int, seq: int, *, watched: bool = False) -> None:
-        with self._mutex:
-            if self.ended_because:
-                return
-            known = self._held.get(name)
-            if known is None or known.seq < seq:
-                self._held[name] = _Held(token, seq, watched)
-
-    def _on_lease_watch(self, event: WatchedEvent) -> None:
-        """Watches on lease nodes are read from kazoo's registry (see ``_watch_live``), not here."""
-
-    def _watch_live(self, path: str) -> bool:
-        """Whether our lease watch on ``path`` is registered and has not fired.
-
-        kazoo (2.x) keeps a path's live watches in ``_data_watchers``, removes them there on its
-        connection thread as soon as it reads their event, and empties it when the connection
-        drops: no event can have been read for ``path`` while ours is still in it.
-        """
-        registered = getattr(self.client, "_data_watchers", None)
-        if not isinstance(registered, dict):
-            return False  # a kazoo without that registry: always check the node first
-        return self._on_lease_watch in registered.get(_prefix_root(self.client.chroot, path), ())
-
-    def _forget(self, name: str) -> None:
-        with self._mutex:
-            self._held.pop(name, None)
-
-    def _lock_releases(self, deadline: Deadline) -> None:
-        if not self._releases.acquire(timeout=deadline.left()):
-            raise BackendTimeout(f"another release of session {self.session_id} did not finish in time")
-
     # -- keep-alive -----------------------------------------------------------------------
 
     def keep_alive(self, lease: float, deadline: Deadline) -> Renewal:
@@ -302,131 +303,260 @@ class ZkSession:
         except NoNodeError:
             self.end("its session node was deleted")
             raise SessionExpired(self.session_id) from None
-        prefix = self.layout.leases + "/"
-        listed = {path[len(prefix) :] for path in map(self.client.unchroot, paths) if path.startswith(prefix)}
+        found = ((path, self.layout.lease_of(path)) for path in map(self.client.unchroot, paths))
+        listed = {path: place for path, place in found if place is not None}
         with self._mutex:
             if self.ended_because:
                 raise SessionExpired(self.session_id)
             self.renew_by = time.monotonic() + lease
             self.lease = lease
-            for name, held in list(self._held.items()):
-                if held.seq < seq and name not in listed:
-                    del self._held[name]  # released or force-released since it was recorded
-            unknown = sorted(listed - self._held.keys())
+            for nodes in (self._held, self._waiting):
+                for name, node in list(nodes.items()):
+                    if node.seq < seq and node.path not in listed:
+                        del nodes[name]  # released or force-released since it was created
+            known = self._known_paths()
+            unknown = [
+                (path, name)
+                for path, (name, _) in listed.items()
+                if path not in known and name not in self._creating
+            ]
         if unknown:
-            self._adopt(unknown, deadline)
+            self._adopt(unknown, seq, deadline)
         with self._mutex:
-            owned = {name: held.token for name, held in self._held.items()}
+            owned = {name: node.token for name, node in self._held.items()}
         return Renewal(self.term(lease), owned)
 
-    def _adopt(self, names: list[str], deadline: Deadline) -> None:
-        """Look up leases this session owns but did not know of (creates whose reply was lost)."""
-        self._lock_releases(deadline)
-        try:
+    def _known_paths(self) -> set[str]:
+        return {node.path for nodes in (self._held, self._waiting) for node in nodes.values()} | self._leaving
+
+    def _adopt(self, unknown: list[tuple[str, str]], seq: int, deadline: Deadline) -> None:
+        """Nodes of ours nobody here knew of (creates whose reply was lost): hold or delete each."""
+        with self._mutex:
+            names = {name for _, name in unknown}
+            lines = {name: self.client.get_children_async(self.layout.lease(name)) for name in names}
+            stats = {path: self.client.exists_async(path) for path, _ in unknown}
+        strays = []
+        for path, name in unknown:
+            try:
+                children = self._wait(lines[name], deadline, f"listing the line of {name!r}")
+            except NoNodeError:
+                continue
+            stat = self._wait(stats[path], deadline, f"reading {path}")
+            node = path.rpartition("/")[2]
+            ahead = line.ahead_of(node, children)
+            if stat is None or ahead is None:
+                continue  # deleted meanwhile
             with self._mutex:
-                self._seq += 1
-                seq = self._seq
-                lookups = {name: self.client.exists_async(self.layout.lease(name)) for name in names}
-            for name, lookup in lookups.items():
-                stat = self._wait(lookup, deadline, "checking a possibly owned lease")
-                if stat is not None and stat.ephemeralOwner == self.zk_id:
-                    logger.info("django-simba: session %s owns %r (a reply was lost)", self.session_id, name)
-                    self._record(name, stat.czxid, seq)
-        finally:
-            self._releases.release()
+                if path in self._known_paths() or self.ended_because:
+                    continue
+                if not ahead and name not in self._held:
+                    logger.info("django-simba: session %s holds %r (a reply was lost)", self.session_id, name)
+                    self._held[name] = _Node(path, stat.czxid, seq)
+                    continue
+                self._leaving.add(path)
+            strays.append(path)
+        for path in strays:
+            self._delete(path, deadline)
 
     # -- leases ---------------------------------------------------------------------------
 
-    def acquire(self, name: str, deadline: Deadline, prepare_layout: LayoutPreparer) -> Grant | None:
+    def acquire(
+        self, name: str, deadline: Deadline, prepare_layout: LayoutPreparer, *, wait: bool = False
+    ) -> Grant | None:
         self.ensure_live(deadline)
-        path = self.layout.lease(name)
-        acl = self.security.acl_for(path)
+        directory = self.layout.lease(name)
+        with self._mutex:
+            mine = self._held.get(name) or self._waiting.get(name)
+            if mine is not None:
+                self._seq += 1
+                listing = self.client.get_children_async(directory)
+        if mine is not None:
+            try:
+                children = self._wait(listing, deadline, f"listing {directory}")
+            except NoNodeError:
+                children = []
+            with contextlib.suppress(_NodeGone):
+                return self._take_place(name, mine, children, wait, deadline)
+        acl = self.security.acl_for(directory)
+        prefix = f"{directory}/{line.node_prefix(self.session_id)}"
         data = self.session_id.encode()
         for _ in range(_CREATE_ATTEMPTS):
             with self._mutex:  # both queued together: ZooKeeper answers them in this order
                 if self.ended_because:
                     raise SessionExpired(self.session_id)
                 self._seq += 2
-                created_seq, looked_seq = self._seq - 1, self._seq
-                created = self.client.create_async(path, data, acl=acl, ephemeral=True, include_data=True)
-                looked = self.client.exists_async(path, watch=self._on_lease_watch)
+                seq = self._seq - 1
+                self._creating[name] = self._creating.get(name, 0) + 1
+                created = self.client.create_async(
+                    prefix, data, acl=acl, ephemeral=True, sequence=True, include_data=True
+                )
+                listing = self.client.get_children_async(directory)
             try:
-                _, stat = self._wait(created, deadline, f"creating {path}")
-            except NodeExistsError:
-                stat = self._wait(looked, deadline, f"reading {path}")
-                if stat is None:
-                    continue  # released between our create and our look: try again
+                try:
+                    path, stat = self._wait(created, deadline, f"joining the line of {name!r}")
+                except NoNodeError:
+                    self._create_line(directory, acl, deadline, prepare_layout)
+                    continue
                 if stat.ephemeralOwner != self.zk_id:
-                    self._unconfirm(name)
-                    return None
-                return self._grant(name, stat, looked_seq, watched=True)  # ours already: the same term
-            except NoNodeError:
-                prepare_layout(self.client, deadline)  # someone deleted our parent nodes
-                continue
-            try:
-                seen = self._wait(looked, deadline, f"reading {path}")
-            except (BackendTimeout, BackendUnavailable):
-                seen = None  # the grant stands; its release checks the node first
-            watched = seen is not None and seen.czxid == stat.czxid
-            return self._grant(name, stat, created_seq, watched=watched)
-        return None  # the name changed hands under us every time: someone else is taking it
+                    # kazoo re-created the session after an expiry: that node dies with the client
+                    self.end("kazoo connected under another ZooKeeper session")
+                    raise SessionExpired(self.session_id)
+                node = _Node(path, stat.czxid, seq)
+                with self._mutex:
+                    self._waiting[name] = node  # until the listing says where it stands
+                children = self._wait(listing, deadline, f"listing {directory}")
+            finally:
+                with self._mutex:
+                    self._creating[name] -= 1
+                    if not self._creating[name]:
+                        del self._creating[name]
+            with contextlib.suppress(_NodeGone):
+                return self._take_place(name, node, children, wait, deadline)
+        raise BackendUnavailable(f"the line of {name!r} kept disappearing under us")
 
-    def _grant(self, name: str, stat: Any, seq: int, *, watched: bool) -> Grant:
-        if stat.ephemeralOwner != self.zk_id:
-            # kazoo re-created the session after an expiry: that node dies with the client
-            self.end("kazoo connected under another ZooKeeper session")
-            raise SessionExpired(self.session_id)
-        self._record(name, stat.czxid, seq, watched=watched)
-        return Grant(name, stat.czxid, self.remaining())
-
-    def _unconfirm(self, name: str) -> None:
-        """Another session holds ``name``: a record of ours is stale and may not be deleted unchecked."""
+    def _take_place(
+        self, name: str, node: _Node, children: list[str], wait: bool, deadline: Deadline
+    ) -> Grant | None:
+        """Where ``node`` stands in ``children``: the grant, or ``None`` (refused)."""
+        ahead = line.ahead_of(node.path.rpartition("/")[2], children)
         with self._mutex:
-            held = self._held.get(name)
-            if held is not None and held.watched:
-                self._held[name] = _Held(held.token, held.seq)
+            if self.ended_because:
+                raise SessionExpired(self.session_id)
+            mine = self._held.get(name) is node or self._waiting.get(name) is node
+            if ahead is None or not mine:
+                self._drop(name, node)
+                raise _NodeGone
+            if not ahead:
+                self._waiting.pop(name, None)
+                self._held[name] = node
+                return Grant(name, node.token, self.remaining())
+            if wait:
+                predecessor = self.layout.lease_node(name, ahead[-1])
+            else:
+                del self._waiting[name]
+                self._leaving.add(node.path)
+        if wait:
+            self._watch(name, node, predecessor, holder=len(ahead) == 1)
+        else:
+            self._delete(node.path, deadline)
+        return None
+
+    def _drop(self, name: str, node: _Node) -> None:
+        for nodes in (self._held, self._waiting):
+            if nodes.get(name) is node:
+                del nodes[name]
+
+    def _create_line(
+        self, directory: str, acl: list[Any], deadline: Deadline, prepare_layout: LayoutPreparer
+    ) -> None:
+        result, _ = self._send(lambda: create_container_async(self.client, directory, acl))
+        try:
+            self._wait(result, deadline, f"creating {directory}")
+        except NodeExistsError:
+            pass
+        except NoNodeError:
+            prepare_layout(self.client, deadline)  # someone deleted our parent nodes
+
+    # The watch on the node ahead runs on kazoo's threads: every request here is asynchronous.
+
+    def _watch(self, name: str, node: _Node, predecessor: str, *, holder: bool) -> None:
+        """Wait for ``predecessor`` to go; when it held the name, the name is then ours."""
+        watcher = functools.partial(self._predecessor_changed, name, node, holder)
+        try:
+            looked, _ = self._send(lambda: self.client.exists_async(predecessor, watch=watcher))
+        except SessionExpired:
+            return
+        looked.rawlink(functools.partial(self._predecessor_looked_at, name, node, holder))
+
+    def _predecessor_looked_at(self, name: str, node: _Node, holder: bool, result: Any) -> None:
+        try:
+            gone = result.get_nowait() is None
+        except Exception:
+            return  # the connection failed: every line is looked at again on reconnection
+        if gone:
+            self._predecessor_gone(name, node, holder)
+
+    def _predecessor_changed(self, name: str, node: _Node, holder: bool, event: WatchedEvent) -> None:
+        if event.type == EventType.NONE:
+            return  # kazoo dropped the watch with the connection: see _on_state
+        if event.type == EventType.DELETED:
+            self._predecessor_gone(name, node, holder)
+        else:
+            self._look_at_line(name, node)
+
+    def _predecessor_gone(self, name: str, node: _Node, holder: bool) -> None:
+        if holder:
+            self._handed(name, node)
+        else:
+            self._look_at_line(name, node)  # one waiting ahead of us left: who is ahead now?
+
+    def _look_at_line(self, name: str, node: _Node) -> None:
+        with self._mutex:
+            if self._waiting.get(name) is not node:
+                return  # held, given up, or ended meanwhile
+        try:
+            listing, _ = self._send(lambda: self.client.get_children_async(self.layout.lease(name)))
+        except SessionExpired:
+            return
+        listing.rawlink(functools.partial(self._line_listed, name, node))
+
+    def _line_listed(self, name: str, node: _Node, result: Any) -> None:
+        try:
+            children = result.get_nowait()
+        except NoNodeError:
+            children = []
+        except Exception:
+            return  # the connection failed: every line is looked at again on reconnection
+        ahead = line.ahead_of(node.path.rpartition("/")[2], children)
+        if ahead is None:
+            with self._mutex:
+                self._drop(name, node)  # deleted by someone: the engine's next attempt joins again
+        elif not ahead:
+            self._handed(name, node)
+        else:
+            self._watch(name, node, self.layout.lease_node(name, ahead[-1]), holder=len(ahead) == 1)
+
+    def _handed(self, name: str, node: _Node) -> None:
+        with self._mutex:
+            if self._waiting.get(name) is not node or self.ended_because:
+                return
+            del self._waiting[name]
+            self._held[name] = node
+        self.announce(Notification(NotificationKind.HANDED_OVER, name, self.session_id, node.token))
+
+    def stop_waiting(self, name: str, deadline: Deadline) -> None:
+        """Leave the name's line; a term already handed to this session stays."""
+        with self._mutex:
+            node = self._waiting.pop(name, None)
+            if node is None or self.ended_because:
+                return
+            self._leaving.add(node.path)
+        self._delete(node.path, deadline)
 
     def release(self, name: str, deadline: Deadline, token: int | None = None) -> None:
-        """Delete the lease node if this session owns it (and, with ``token``, it is that term).
+        """Delete the term's node if this session holds ``name`` (with ``token``, that term).
 
         A session that ended holds nothing.
         """
-        if self.ended_because:
-            return
-        path = self.layout.lease(name)
-        self._lock_releases(deadline)
-        try:
-            with self._mutex:
-                held = self._held.get(name)
-            if (
-                held is not None
-                and held.watched
-                and (token is None or held.token == token)
-                and self._watch_live(path)
-            ):
-                self._delete(path, deadline)  # the grant's watch has not fired: still this term's node
-                self._forget(name)
+        with self._mutex:
+            node = self._held.get(name)
+            if node is None or self.ended_because or (token is not None and node.token != token):
                 return
-            # sync first, so the check sees a force-release and re-creation done through another server
-            synced, _ = self._send(lambda: self.client.sync_async(path))
-            result, _ = self._send(lambda: self.client.exists_async(path))
-            self._wait(synced, deadline, f"syncing {path}")
-            stat = self._wait(result, deadline, f"reading {path}")
-            ours = stat is not None and stat.ephemeralOwner == self.zk_id
-            if ours and token is not None and stat.czxid != token:
-                return  # a newer term of this session: not the one to free
-            if ours:
-                self._delete(path, deadline)
-            self._forget(name)
+            del self._held[name]
+            self._leaving.add(node.path)
+        self._delete(node.path, deadline)
+
+    def _delete(self, path: str, deadline: Deadline) -> None:
+        """Delete one of our nodes (in ``_leaving`` until done); a failure leaves it to a keep-alive."""
+        try:
+            result, _ = self._send(lambda: self.client.delete_async(path))
+            with contextlib.suppress(NoNodeError):
+                self._wait(result, deadline, f"deleting {path}")
         except SessionExpired:
             return  # its ephemeral nodes are gone with it
         finally:
-            self._releases.release()
-
-    def _delete(self, path: str, deadline: Deadline) -> None:
-        result, _ = self._send(lambda: self.client.delete_async(path))
-        with contextlib.suppress(NoNodeError):
-            self._wait(result, deadline, f"deleting {path}")
+            with self._mutex:
+                self._leaving.discard(path)
 
     # -- groups ---------------------------------------------------------------------------
 

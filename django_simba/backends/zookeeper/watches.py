@@ -1,8 +1,10 @@
 """Notifications from ZooKeeper watches on the shared client.
 
-* ``watch_lease(name)``: an exists watch on ``{root}/leases/{name}``. Its deletion is announced
-  as RELEASED, and so is finding the node absent when the watch is set, so a release that
-  happened between a refused acquire and the watch is never missed.
+* ``watch_lease(name)``: an exists watch on the node of the name's holder (the first of its
+  line, ``line.py``). Its deletion is announced as RELEASED, and so is finding nobody holding the
+  name when the watch is set, so a release between a refused acquire and the watch is never
+  missed. While nobody holds it, watches on the line (its creation and its first node) say when
+  somebody does again.
 * ``watch_group(group)``: an exists watch on the group node (its creation and deletion, so a group
   that does not exist yet is covered) plus a children watch once it exists; any change is
   announced as GROUP_CHANGED, and so is setting the watch.
@@ -23,9 +25,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import Callback, EventType, WatchedEvent
 
 from ...spi import Notification, NotificationKind, NotificationListener
+from . import line
 from .layout import Layout
 
 logger = logging.getLogger("django_simba.backends.zookeeper")
@@ -103,23 +107,41 @@ class NotificationHub:
             self._emit(NotificationKind.RESYNC, "")
 
     # -- leases ---------------------------------------------------------------------------
-    # A deletion is announced as soon as it is read, and the watch is set again by an exists call
-    # sent before the announcement: a deletion the new watch comes too late for shows as the node
-    # missing in that call's answer, which is announced in turn.
+    # A holder's deletion is announced as soon as it is read; the line is listed again (to watch
+    # the next holder) after the announcement's request is sent, so nothing is missed meanwhile.
 
     def _arm_lease(self, client: KazooClient, name: str, watcher: Watcher, *, deleted: bool) -> None:
-        result = client.exists_async(self._layout.lease(name), watch=watcher)
-        result.rawlink(functools.partial(self._lease_armed, name))
+        listing = client.get_children_async(self._layout.lease(name))
+        listing.rawlink(functools.partial(self._lease_listed, client, name, watcher))
         if deleted and self._watching_lease(name):
             self._emit(NotificationKind.RELEASED, name)
 
-    def _lease_armed(self, name: str, result: Any) -> None:
+    def _lease_listed(self, client: KazooClient, name: str, watcher: Watcher, result: Any) -> None:
         try:
-            free = result.get_nowait() is None
+            holder = line.head(result.get_nowait())
+        except NoNodeError:
+            holder = None
         except Exception:
-            free = False  # connection lost: everything is set again on reconnection (RESYNC)
-        if free and self._watching_lease(name):
+            return  # connection lost: everything is set again on reconnection (RESYNC)
+        if not self._watching_lease(name):
+            return
+        directory = self._layout.lease(name)
+        if holder is None:
+            # nobody holds it: say so, and watch for the line's creation or its first node
+            client.exists_async(directory, watch=watcher)
+            client.get_children_async(directory, watch=watcher)
             self._emit(NotificationKind.RELEASED, name)
+            return
+        looked = client.exists_async(self._layout.lease_node(name, holder), watch=watcher)
+        looked.rawlink(functools.partial(self._holder_looked_at, client, name, watcher))
+
+    def _holder_looked_at(self, client: KazooClient, name: str, watcher: Watcher, result: Any) -> None:
+        try:
+            gone = result.get_nowait() is None
+        except Exception:
+            return
+        if gone and self._watching_lease(name):
+            self._arm_lease(client, name, watcher, deleted=False)  # released meanwhile: look again
 
     def _lease_event(self, name: str, event: WatchedEvent) -> None:
         if event.type == EventType.NONE:
@@ -128,7 +150,8 @@ class NotificationHub:
             client, watcher = self._client, self._leases.get(name)
         if watcher is None:
             return
-        deleted = event.type == EventType.DELETED
+        # a holder's node deleted; otherwise the line changed (created, deleted, a first node)
+        deleted = event.type == EventType.DELETED and event.path != self._layout.lease(name)
         if client is not None:
             self._arm_lease(client, name, watcher, deleted=deleted)
         elif deleted:
@@ -170,7 +193,10 @@ class NotificationHub:
     # -- delivery -------------------------------------------------------------------------
 
     def _emit(self, kind: NotificationKind, name: str) -> None:
-        event = Notification(kind, name)
+        self.announce(Notification(kind, name))
+
+    def announce(self, event: Notification) -> None:
+        """Tell every listener (the sessions' hand-overs come this way too)."""
         for listener in self._listeners:
             try:
                 listener(event)

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
-from django_simba.backends.zookeeper import ZookeeperBackend
+from django_simba.backends.zookeeper import ZookeeperBackend, line
 from tests.conftest import server_missing
 from tests.servers.zookeeper import (
     ZookeeperEnsemble,
@@ -85,3 +86,20 @@ def make_backend() -> Iterator[BackendFactory]:
     yield make
     for backend in built:
         backend.close()
+
+
+def held_node(raw: KazooClient, name: str, root: str = "/simba") -> tuple[str, bytes, Any] | None:
+    """The path, data and stat of the node holding ``name`` (the first of its line), or ``None``."""
+    directory = f"{root}/leases/{name}"
+    while True:
+        try:
+            first = line.head(raw.get_children(directory))
+        except NoNodeError:
+            return None  # no line: nobody ever asked, or the server removed the empty container
+        if first is None:
+            return None
+        try:
+            data, stat = raw.get(f"{directory}/{first}")
+        except NoNodeError:
+            continue  # released while we looked
+        return f"{directory}/{first}", data, stat

@@ -19,7 +19,7 @@ from django_simba.spi import BackendTimeout, BackendUnavailable, Grant, Notifica
 from django_simba.testing import wait_until
 from tests.servers.zookeeper import ZookeeperNode
 
-from .conftest import BackendFactory
+from .conftest import BackendFactory, held_node
 from .proxy import ZookeeperProxy
 
 pytestmark = pytest.mark.zookeeper
@@ -31,14 +31,14 @@ def test_create_applied_after_the_call_timed_out_is_reported(
     backend = make_backend(zookeeper_server.hosts, timeout=0.5)
     name = f"lost.{uuid.uuid4().hex[:12]}"
     sid = backend.open_session(10.0, "paused").session_id
+    raw.ensure_path(f"/simba/leases/{name}")  # so the lost create is the one that joins the line
     zookeeper_server.pause()
     try:
         with pytest.raises(BackendTimeout):
             backend.acquire(sid, name)  # sent; the server answers nothing while paused
     finally:
         zookeeper_server.resume()
-    path = f"/simba/leases/{name}"
-    stat = wait_until(lambda: raw.exists(path), 10, message="the create applied after the pause")
+    path, _, stat = wait_until(lambda: held_node(raw, name), 10, message="the create applied after the pause")
     assert stat.ephemeralOwner & 0xFFFF_FFFF_FFFF_FFFF == int(sid, 16)
     renewal = wait_until(lambda: _keep_alive(backend, sid), 10, message="a keep-alive after the pause")
     assert renewal is not None and renewal.owned == {name: stat.czxid}
@@ -54,12 +54,12 @@ def test_create_applied_but_connection_lost_is_reported(
     backend = make_backend(proxy.hosts, timeout=5.0)
     name = f"lost.{uuid.uuid4().hex[:12]}"
     sid = backend.open_session(10.0, "behind a proxy").session_id
+    raw.ensure_path(f"/simba/leases/{name}")  # so the lost create is the one that joins the line
     outcome: list[Grant | BaseException | None] = []
     proxy.swallow_replies()
     caller = threading.Thread(target=lambda: outcome.append(_attempt(backend, sid, name)))
     caller.start()
-    path = f"/simba/leases/{name}"
-    stat = wait_until(lambda: raw.exists(path), 5, message="the create reaching the server")
+    _, _, stat = wait_until(lambda: held_node(raw, name), 5, message="the create reaching the server")
     proxy.cut()  # the reply is lost with the connection
     proxy.forward()
     caller.join(10)

@@ -112,19 +112,19 @@ def test_a_deletion_is_announced_without_waiting_for_the_watch_to_be_set_again(
     assert client is not None
     order: list[str] = []
 
-    def unanswered_exists(path: str, watch: object = None) -> object:
-        order.append("exists sent")
+    def unanswered_listing(path: str, watch: object = None) -> object:
+        order.append("listing sent")
         return client.handler.async_result()  # the re-arm's answer never comes
 
-    client.exists_async = unanswered_exists  # type: ignore[method-assign]
+    client.get_children_async = unanswered_listing  # type: ignore[method-assign]
     candidate_side.subscribe(lambda event: order.append(f"{event.kind.value} {event.name}"))
     try:
         released_at = time.monotonic()
         holder_side.release(holder, name)
         recorder.first(NotificationKind.RELEASED, name, after=released_at)
     finally:
-        del client.exists_async
-    assert order[:2] == ["exists sent", f"released {name}"], order
+        del client.get_children_async
+    assert order[:2] == ["listing sent", f"released {name}"], order
 
 
 def test_group_changes_are_watched_before_the_group_exists(hosts: str, make_backend: BackendFactory) -> None:

@@ -14,7 +14,7 @@ from django_simba.spi import BackendTimeout, BackendUnavailable
 from tests.conftest import server_missing
 from tests.servers.zookeeper import HOST, ZookeeperNode, ensure_installed, zookeeper_tls
 
-from .conftest import BackendFactory
+from .conftest import BackendFactory, held_node
 
 pytestmark = pytest.mark.zookeeper
 
@@ -50,14 +50,17 @@ def test_client_without_the_credentials_cannot_delete_a_lease_node(
     sid = secured.open_session(10.0, "secured").session_id
     grant = secured.acquire(sid, name)
     assert grant is not None
-    path = f"{root}/leases/{name}"
+    owner_client = _raw(hosts, DIGEST)
+    held = held_node(owner_client, name, root)
+    assert held is not None
+    path = held[0]
     for auth in (None, [("digest", "intruder:guess")]):
         intruder = _raw(hosts, auth)
         try:
             with pytest.raises(NoAuthError):
                 intruder.delete(path)
             with pytest.raises(NoAuthError):
-                intruder.create(f"{root}/leases/{name}.forged", b"", ephemeral=True)
+                intruder.create(f"{root}/leases/{name}/0000000000000000-0000000000", b"", ephemeral=True)
         finally:
             intruder.stop()
             intruder.close()
@@ -66,11 +69,10 @@ def test_client_without_the_credentials_cannot_delete_a_lease_node(
         anonymous.force_release(name)
     info = secured.owner(name)
     assert info is not None and info.session_id == sid and info.token == grant.token
-    owner_client = _raw(hosts, DIGEST)
     try:
         acl, _ = owner_client.get_acls(path)
         assert [(entry.id.scheme, entry.id.id.split(":")[0]) for entry in acl] == [("digest", "simba")]
-        parent_acl, _ = owner_client.get_acls(f"{root}/leases")  # the parent decides who may delete
+        parent_acl, _ = owner_client.get_acls(f"{root}/leases/{name}")  # the line decides who may delete
         assert [entry.id.scheme for entry in parent_acl] == ["digest"]
     finally:
         owner_client.stop()
@@ -88,9 +90,11 @@ def test_nodes_are_open_without_credentials(
     assert backend.acquire(sid, name) is not None
     anyone = _raw(zookeeper_server.hosts)
     try:
-        acl, _ = anyone.get_acls(f"{root}/leases/{name}")
+        held = held_node(anyone, name, root)
+        assert held is not None
+        acl, _ = anyone.get_acls(held[0])
         assert acl == OPEN_ACL_UNSAFE
-        anyone.delete(f"{root}/leases/{name}")  # the documented hazard of the default
+        anyone.delete(held[0])  # the documented hazard of the default
     finally:
         anyone.stop()
         anyone.close()

@@ -15,7 +15,7 @@ from django_simba.spi import BackendUnavailable, SessionExpired
 from django_simba.testing import wait_until
 from tests.servers.zookeeper import ZookeeperNode
 
-from .conftest import BackendFactory
+from .conftest import BackendFactory, held_node
 
 pytestmark = pytest.mark.zookeeper
 
@@ -33,7 +33,10 @@ def test_nodes_follow_the_documented_layout(
     assert len(sid) == 16 and int(sid, 16) > 0
     grant = backend.acquire(sid, name)
     assert grant is not None
-    data, stat = raw.get(f"/simba/leases/{name}")
+    held = held_node(raw, name)
+    assert held is not None
+    path, data, stat = held
+    assert path.startswith(f"/simba/leases/{name}/{sid}-")  # the first node of the name's line
     assert data == sid.encode()
     assert stat.ephemeralOwner & 0xFFFF_FFFF_FFFF_FFFF == int(sid, 16)  # the ZooKeeper session id
     assert grant.token == stat.czxid
@@ -82,7 +85,7 @@ def test_heartbeats_alone_never_keep_a_lease(
     sid = backend.open_session(lease, "never renewed").session_id
     assert backend.acquire(sid, name) is not None
     # kazoo pings every third of the session timeout; the ZooKeeper session alone would live on
-    wait_until(lambda: raw.exists(f"/simba/leases/{name}") is None, lease + 2, message="watchdog close")
+    wait_until(lambda: held_node(raw, name) is None, lease + 2, message="watchdog close")
     closed_after = time.monotonic() - opened_at
     assert closed_after >= lease - 0.05, closed_after
     with pytest.raises(SessionExpired):
@@ -112,7 +115,7 @@ def test_session_expired_by_the_server_stays_expired(
     sid = backend.open_session(10.0, "to be expired").session_id
     assert backend.acquire(sid, name) is not None
     _expire_on_server(zookeeper_server, backend, sid)
-    wait_until(lambda: raw.exists(f"/simba/leases/{name}") is None, 10, message="the server expiring it")
+    wait_until(lambda: held_node(raw, name) is None, 10, message="the server expiring it")
 
     def expired() -> bool:
         try:
@@ -131,7 +134,7 @@ def test_session_expired_by_the_server_stays_expired(
     with pytest.raises(SessionExpired):
         backend.join(sid, name)
     # kazoo would reconnect under a new ZooKeeper session; the backend never lets it own anything
-    assert raw.exists(f"/simba/leases/{name}") is None
+    assert held_node(raw, name) is None
     assert sid not in {s.session_id for s in backend.sessions()}
     fresh = backend.open_session(10.0, "fresh").session_id
     assert fresh != sid and backend.acquire(fresh, name) is not None

@@ -1,0 +1,263 @@
+"""A name's line of sequential nodes: what an acquire and a release send, and who gets the name next.
+
+An acquire sends ``create`` and ``get_children`` together: one round trip, which says whether the
+new node is first in line. A release deletes the term's own node: one request. A waiter whose
+node is next in line gets the name when the holder's node goes, without a request of its own,
+and is told by a HANDED_OVER notification; waiters further back are not woken.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from django_simba.backends.zookeeper import ZookeeperBackend, line
+from django_simba.backends.zookeeper.session import ZkSession
+from django_simba.spi import BackendUnavailable, Notification, NotificationKind
+from django_simba.testing import wait_until
+from tests.servers.zookeeper import ZookeeperNode
+
+from .conftest import BackendFactory, held_node
+from .proxy import ZookeeperProxy
+
+pytestmark = pytest.mark.zookeeper
+
+RECORDED = ("create_async", "exists_async", "get_children_async", "sync_async", "delete_async")
+HANDED_OVER = NotificationKind.HANDED_OVER
+
+
+class Requests:
+    """Records the requests one session's kazoo client sends, by kind (``create``, ``delete``...).
+
+    ``after_a_reply`` counts the requests sent once the one before them was answered: each is
+    one more round trip.
+    """
+
+    def __init__(self, session: ZkSession) -> None:
+        self.sent: list[str] = []
+        self.after_a_reply = 0
+        self._last: Any = None
+        client = session.client
+        for method in RECORDED:
+            original = getattr(client, method)
+            setattr(client, method, self._recording(method.removesuffix("_async"), original))
+
+    def _recording(self, kind: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def send(*args: Any, **kwargs: Any) -> Any:
+            self.sent.append(kind)
+            if self._last is not None and self._last.ready():
+                self.after_a_reply += 1
+            self._last = original(*args, **kwargs)
+            return self._last
+
+        return send
+
+    def during(self, action: Callable[[], Any]) -> list[str]:
+        self.sent.clear()
+        self.after_a_reply = 0
+        self._last = None
+        action()
+        return list(self.sent)
+
+
+class HandOvers:
+    """The HANDED_OVER notifications a backend delivers, as ``(name, session id, token)``."""
+
+    def __init__(self, backend: ZookeeperBackend) -> None:
+        self.heard: list[tuple[str, str, int]] = []
+        self._changed = threading.Condition()
+        backend.subscribe(self)
+
+    def __call__(self, event: Notification) -> None:
+        if event.kind is HANDED_OVER:
+            with self._changed:
+                self.heard.append((event.name, event.session_id, event.token))
+                self._changed.notify_all()
+
+    def wait_for(self, name: str, session_id: str, timeout: float = 5.0) -> int:
+        """The token handed to ``session_id``, once it was announced."""
+
+        def token() -> int | None:
+            return next((t for n, s, t in self.heard if n == name and s == session_id), None)
+
+        with self._changed:
+            if not self._changed.wait_for(lambda: token() is not None, timeout):
+                raise AssertionError(
+                    f"{name!r} was not handed to {session_id} within {timeout} s: {self.heard}"
+                )
+        found = token()
+        assert found is not None
+        return found
+
+    def to(self, session_id: str) -> list[int]:
+        with self._changed:
+            return [t for _, s, t in self.heard if s == session_id]
+
+
+def _name() -> str:
+    return f"line.{uuid.uuid4().hex[:12]}"
+
+
+def _session(backend: ZookeeperBackend, session_id: str) -> ZkSession:
+    return backend._session(session_id)
+
+
+def _line(raw: KazooClient, name: str) -> list[str]:
+    """The sessions in ``name``'s line, first (the holder) to last."""
+    return [line.session_of(node) for node in line.in_order(raw.get_children(f"/simba/leases/{name}"))]
+
+
+def test_the_line_is_ordered_by_sequence_and_ignores_foreign_nodes() -> None:
+    children = ["b-0000000012", "a-0000000003", "forged", "c-12", "d-0000000007"]
+    assert line.in_order(children) == ["a-0000000003", "d-0000000007", "b-0000000012"]
+    assert line.head(children) == "a-0000000003"
+    assert line.head(["forged"]) is None
+    assert line.ahead_of("b-0000000012", children) == ["a-0000000003", "d-0000000007"]
+    assert line.ahead_of("a-0000000003", children) == []
+    assert line.ahead_of("e-0000000001", children) is None
+    assert line.session_of("0123456789abcdef-0000000004") == "0123456789abcdef"
+
+
+def test_an_acquire_is_one_round_trip_and_its_release_one_delete(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory, raw: KazooClient
+) -> None:
+    backend = make_backend(zookeeper_server.hosts)
+    name, sid = _name(), backend.open_session(10.0, "holder").session_id
+    raw.ensure_path(f"/simba/leases/{name}")  # a first acquire creates the name's line first
+    requests = Requests(_session(backend, sid))
+    grants: list[Any] = []
+    assert requests.during(lambda: grants.append(backend.acquire(sid, name))) == ["create", "get_children"]
+    assert requests.after_a_reply == 0
+    held = held_node(raw, name)
+    assert grants[0] is not None and held is not None and held[2].czxid == grants[0].token
+    assert requests.during(lambda: backend.release(sid, name, grants[0].token)) == ["delete"]
+    assert held_node(raw, name) is None
+
+
+def test_a_refused_try_leaves_the_line_and_a_waiter_stays_in_it(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory, raw: KazooClient
+) -> None:
+    backend = make_backend(zookeeper_server.hosts)
+    name = _name()
+    holder = backend.open_session(10.0, "holder").session_id
+    other = backend.open_session(10.0, "other").session_id
+    assert backend.acquire(holder, name) is not None
+    requests = Requests(_session(backend, other))
+    refused: list[Any] = []
+    sent = requests.during(lambda: refused.append(backend.acquire(other, name)))
+    assert refused == [None] and sent == ["create", "get_children", "delete"]
+    assert _line(raw, name) == [holder]
+    sent = requests.during(lambda: refused.append(backend.acquire(other, name, wait=True)))
+    assert refused[-1] is None and sent[:2] == ["create", "get_children"] and "delete" not in sent
+    assert _line(raw, name) == [holder, other]
+    # trying again while in line only looks at the line, and stays in it
+    sent = requests.during(lambda: refused.append(backend.acquire(other, name, wait=True)))
+    assert refused[-1] is None and sent[0] == "get_children" and "create" not in sent
+    assert _line(raw, name) == [holder, other]
+    backend.stop_waiting(other, name)
+    assert _line(raw, name) == [holder]
+
+
+def test_a_release_hands_the_name_to_the_next_in_line_only(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory, raw: KazooClient
+) -> None:
+    backend = make_backend(zookeeper_server.hosts)
+    hand_overs = HandOvers(backend)
+    name = _name()
+    first, second, third = (backend.open_session(10.0, who).session_id for who in ("1st", "2nd", "3rd"))
+    grant = backend.acquire(first, name)
+    assert grant is not None
+    assert backend.acquire(second, name, wait=True) is None
+    assert backend.acquire(third, name, wait=True) is None
+    second_requests = Requests(_session(backend, second))
+    sent = second_requests.during(lambda: backend.release(first, name, grant.token))
+    assert sent == []  # the release came from another session: nothing asked by the second
+    token = hand_overs.wait_for(name, second)
+    assert token > grant.token
+    assert second_requests.sent == []  # it was next to the holder: the deletion alone says it's ours
+    assert backend.keep_alive(second, 10.0).owned == {name: token}
+    info = backend.owner(name)
+    assert info is not None and info.session_id == second and info.token == token
+    assert hand_overs.to(third) == []
+    backend.release(second, name, token)
+    assert hand_overs.wait_for(name, third) > token
+    assert _line(raw, name) == [third]
+
+
+def test_a_waiter_that_left_is_passed_over_and_one_ahead_leaving_moves_the_line_up(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory, raw: KazooClient
+) -> None:
+    backend = make_backend(zookeeper_server.hosts)
+    hand_overs = HandOvers(backend)
+    name = _name()
+    sessions = [backend.open_session(10.0, f"s{i}").session_id for i in range(4)]
+    grant = backend.acquire(sessions[0], name)
+    assert grant is not None
+    for sid in sessions[1:]:
+        assert backend.acquire(sid, name, wait=True) is None
+    backend.stop_waiting(sessions[1], name)  # the third now watches the holder's node
+    backend.stop_waiting(sessions[2], name)  # ... and the fourth too
+    assert _line(raw, name) == [sessions[0], sessions[3]]
+    backend.release(sessions[0], name, grant.token)
+    assert hand_overs.wait_for(name, sessions[3]) > grant.token
+    assert hand_overs.to(sessions[1]) == [] and hand_overs.to(sessions[2]) == []
+
+
+def test_the_holders_death_or_a_force_release_hands_the_name_over(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory, raw: KazooClient
+) -> None:
+    backend = make_backend(zookeeper_server.hosts)
+    hand_overs = HandOvers(backend)
+    name = _name()
+    holder = backend.open_session(10.0, "holder").session_id
+    waiter = backend.open_session(10.0, "waiter").session_id
+    last = backend.open_session(10.0, "last").session_id
+    grant = backend.acquire(holder, name)
+    assert grant is not None
+    assert backend.acquire(waiter, name, wait=True) is None
+    assert backend.acquire(last, name, wait=True) is None
+    backend.close_session(holder)  # its ephemeral node goes with the ZooKeeper session
+    token = hand_overs.wait_for(name, waiter)
+    assert token > grant.token
+    assert backend.force_release(name) is True  # deletes the holder's own node, nothing else
+    assert hand_overs.wait_for(name, last) > token
+    assert _line(raw, name) == [last]
+    assert backend.keep_alive(waiter, 10.0).owned == {}
+    requests = Requests(_session(backend, waiter))
+    assert requests.during(lambda: backend.release(waiter, name, token)) == []  # not held any more
+    assert _line(raw, name) == [last]
+
+
+def test_a_waiter_looks_at_its_line_again_after_a_reconnection(
+    zookeeper_server: ZookeeperNode, proxy: ZookeeperProxy, make_backend: BackendFactory
+) -> None:
+    holder_side = make_backend(zookeeper_server.hosts)
+    waiter_side = make_backend(proxy.hosts, timeout=5.0)
+    hand_overs = HandOvers(waiter_side)
+    name = _name()
+    holder = holder_side.open_session(10.0, "holder").session_id
+    waiter = waiter_side.open_session(10.0, "behind a proxy").session_id
+    grant = holder_side.acquire(holder, name)
+    assert grant is not None
+    assert waiter_side.acquire(waiter, name, wait=True) is None
+    proxy.swallow_replies()  # the deletion's event is lost with the connection
+    holder_side.release(holder, name, grant.token)
+    proxy.cut()
+    proxy.forward()
+    assert hand_overs.wait_for(name, waiter, timeout=10) > grant.token
+    renewal = wait_until(
+        lambda: _keep_alive(waiter_side, waiter), 10, message="a keep-alive after reconnecting"
+    )
+    assert set(renewal.owned) == {name}
+
+
+def _keep_alive(backend: ZookeeperBackend, sid: str) -> Any:
+    try:
+        return backend.keep_alive(sid, 10.0)
+    except BackendUnavailable:
+        return None
