@@ -62,6 +62,7 @@ logger = logging.getLogger("django_simba.backends.zookeeper")
 LayoutPreparer = Callable[[KazooClient, Deadline], None]
 Announcer = Callable[[Notification], None]
 
+_WATCHED_AHEAD = 4  # see _Watch
 _CREATE_ATTEMPTS = 4  # a node can vanish between our create and our look at it; retry a few times
 
 
@@ -72,6 +73,21 @@ class _Node:
     path: str
     token: int  # its czxid
     seq: int  # position of its create in the client's request order
+
+
+@dataclass(eq=False, slots=True)
+class _Watch:
+    """The watches a waiting node set on nodes ahead of it in line.
+
+    A waiter watches every node ahead of it while they are few (``_WATCHED_AHEAD``): when the
+    last of them goes, the name is ours, since no node can join a line ahead of ours, and no
+    request is needed to know it. Further back it watches only the node just ahead, and lists
+    the line again when that one goes, so that one release wakes a few waiters at most.
+    """
+
+    node: _Node
+    ahead: set[str]  # watched nodes not seen gone yet
+    whole: bool  # the watched nodes are all the nodes that were ahead
 
 
 class _NodeGone(Exception):
@@ -106,6 +122,7 @@ class ZkSession:
         self._mutex = threading.Lock()
         self._held: dict[str, _Node] = {}  # first in line: the name is ours
         self._waiting: dict[str, _Node] = {}  # further back in line
+        self._watches: dict[str, _Watch] = {}  # of the waiting nodes: the latest watch set for each
         self._leaving: set[str] = set()  # paths of nodes being deleted
         self._creating: dict[str, int] = {}  # names with a create on its way
         self._seq = 0
@@ -195,6 +212,7 @@ class ZkSession:
         self.ended_because = reason
         self._held.clear()
         self._waiting.clear()
+        self._watches.clear()
         self._state_changed.notify_all()
         return True
 
@@ -430,13 +448,11 @@ class ZkSession:
                 self._waiting.pop(name, None)
                 self._held[name] = node
                 return Grant(name, node.token, self.remaining())
-            if wait:
-                predecessor = self.layout.lease_node(name, ahead[-1])
-            else:
+            if not wait:
                 del self._waiting[name]
                 self._leaving.add(node.path)
         if wait:
-            self._watch(name, node, predecessor, holder=len(ahead) == 1)
+            self._watch(name, node, ahead)
         else:
             self._delete(node.path, deadline)
         return None
@@ -457,38 +473,57 @@ class ZkSession:
         except NoNodeError:
             prepare_layout(self.client, deadline)  # someone deleted our parent nodes
 
-    # The watch on the node ahead runs on kazoo's threads: every request here is asynchronous.
+    # The watches on the nodes ahead run on kazoo's threads: every request here is asynchronous.
 
-    def _watch(self, name: str, node: _Node, predecessor: str, *, holder: bool) -> None:
-        """Wait for ``predecessor`` to go; when it held the name, the name is then ours."""
-        watcher = functools.partial(self._predecessor_changed, name, node, holder)
-        try:
-            looked, _ = self._send(lambda: self.client.exists_async(predecessor, watch=watcher))
-        except SessionExpired:
-            return
-        looked.rawlink(functools.partial(self._predecessor_looked_at, name, node, holder))
+    def _watch(self, name: str, node: _Node, ahead: list[str]) -> None:
+        """Wait for the nodes ahead to go (see ``_Watch``)."""
+        watched = ahead if len(ahead) <= _WATCHED_AHEAD else ahead[-1:]
+        watch = _Watch(node, set(watched), whole=len(watched) == len(ahead))
+        with self._mutex:
+            if self._waiting.get(name) is not node or self.ended_because:
+                return
+            self._watches[name] = watch
+            self._seq += len(watched)
+            looks = [
+                (
+                    child,
+                    self.client.exists_async(
+                        self.layout.lease_node(name, child),
+                        watch=functools.partial(self._ahead_changed, name, watch, child),
+                    ),
+                )
+                for child in watched
+            ]
+        for child, looked in looks:
+            looked.rawlink(functools.partial(self._ahead_looked_at, name, watch, child))
 
-    def _predecessor_looked_at(self, name: str, node: _Node, holder: bool, result: Any) -> None:
+    def _ahead_looked_at(self, name: str, watch: _Watch, child: str, result: Any) -> None:
         try:
             gone = result.get_nowait() is None
         except Exception:
             return  # the connection failed: every line is looked at again on reconnection
         if gone:
-            self._predecessor_gone(name, node, holder)
+            self._ahead_gone(name, watch, child)
 
-    def _predecessor_changed(self, name: str, node: _Node, holder: bool, event: WatchedEvent) -> None:
+    def _ahead_changed(self, name: str, watch: _Watch, child: str, event: WatchedEvent) -> None:
         if event.type == EventType.NONE:
             return  # kazoo dropped the watch with the connection: see _on_state
         if event.type == EventType.DELETED:
-            self._predecessor_gone(name, node, holder)
+            self._ahead_gone(name, watch, child)
         else:
-            self._look_at_line(name, node)
+            self._look_at_line(name, watch.node)  # that watch is spent: look again
 
-    def _predecessor_gone(self, name: str, node: _Node, holder: bool) -> None:
-        if holder:
-            self._handed(name, node)
+    def _ahead_gone(self, name: str, watch: _Watch, child: str) -> None:
+        with self._mutex:
+            if self._watches.get(name) is not watch or child not in watch.ahead:
+                return  # a watch set before the line was looked at again, or already counted
+            watch.ahead.discard(child)
+            if watch.ahead:
+                return
+        if watch.whole:
+            self._handed(name, watch.node)  # nobody is left ahead: no node can join there
         else:
-            self._look_at_line(name, node)  # one waiting ahead of us left: who is ahead now?
+            self._look_at_line(name, watch.node)  # who is ahead now?
 
     def _look_at_line(self, name: str, node: _Node) -> None:
         with self._mutex:
@@ -514,13 +549,14 @@ class ZkSession:
         elif not ahead:
             self._handed(name, node)
         else:
-            self._watch(name, node, self.layout.lease_node(name, ahead[-1]), holder=len(ahead) == 1)
+            self._watch(name, node, ahead)
 
     def _handed(self, name: str, node: _Node) -> None:
         with self._mutex:
             if self._waiting.get(name) is not node or self.ended_because:
                 return
             del self._waiting[name]
+            self._watches.pop(name, None)
             self._held[name] = node
         self.announce(Notification(NotificationKind.HANDED_OVER, name, self.session_id, node.token))
 
@@ -528,6 +564,7 @@ class ZkSession:
         """Leave the name's line; a term already handed to this session stays."""
         with self._mutex:
             node = self._waiting.pop(name, None)
+            self._watches.pop(name, None)
             if node is None or self.ended_because:
                 return
             self._leaving.add(node.path)

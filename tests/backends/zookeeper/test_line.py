@@ -8,6 +8,7 @@ and is told by a HANDED_OVER notification; waiters further back are not woken.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from django_simba.backends.zookeeper import ZookeeperBackend, line
-from django_simba.backends.zookeeper.session import ZkSession
+from django_simba.backends.zookeeper.session import _WATCHED_AHEAD, ZkSession
 from django_simba.spi import BackendUnavailable, Notification, NotificationKind
 from django_simba.testing import wait_until
 from tests.servers.zookeeper import ZookeeperNode
@@ -261,3 +262,27 @@ def _keep_alive(backend: ZookeeperBackend, sid: str) -> Any:
         return backend.keep_alive(sid, 10.0)
     except BackendUnavailable:
         return None
+
+
+def test_a_long_line_is_served_in_order(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory, raw: KazooClient
+) -> None:
+    """Waiters far back watch only the node just ahead (``_WATCHED_AHEAD``), and still get their turn."""
+    backend = make_backend(zookeeper_server.hosts)
+    hand_overs = HandOvers(backend)
+    name = _name()
+    sessions = [backend.open_session(10.0, f"s{i}").session_id for i in range(2 * _WATCHED_AHEAD + 2)]
+    grant = backend.acquire(sessions[0], name)
+    assert grant is not None
+    for sid in sessions[1:]:
+        assert backend.acquire(sid, name, wait=True) is None
+    backend.stop_waiting(sessions[-2], name)  # one far back leaves: the one behind it moves up
+    served = [sid for sid in sessions if sid != sessions[-2]]
+    assert _line(raw, name) == served
+    token = grant.token
+    for holder, successor in itertools.pairwise(served):
+        backend.release(holder, name, token)
+        handed = hand_overs.wait_for(name, successor)
+        assert handed > token
+        token = handed
+    assert [sid for _, sid, _ in hand_overs.heard] == served[1:]  # each was told once, in line order
