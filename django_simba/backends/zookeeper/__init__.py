@@ -12,8 +12,9 @@ Options (all optional)::
         "sasl": {"mechanism": "DIGEST-MD5", "username": ..., "password": ...},  # needs pure-sasl
     }
 
-Nodes: ``{root}/leases/{name}`` is ephemeral and holds the holder's session id; the fencing token
-is its czxid. ``{root}/groups/{group}`` is a container node holding one ephemeral node per member
+Nodes (``layout.py``): ``{root}/leases/{name}`` is a container node, the name's line, holding one
+ephemeral sequential node (``{session}-{n}``) per session asking for the name; the first holds
+it, and the fencing token is that node's czxid. ``{root}/groups/{group}`` is a container node holding one ephemeral node per member
 (``{root}/groups/{group}/{session}``); ``{root}/sessions/{session}`` is an ephemeral node with
 the session's metadata, written again at every keep-alive.
 
@@ -22,11 +23,13 @@ How it works:
 * A Simba session is one ZooKeeper session on a kazoo client of its own, never reconnected to
   another ZooKeeper session; the session id is the ZooKeeper session id as 16 hex digits. Once
   kazoo reports the session lost it stays expired, and the engine opens a new one.
-* The token is the czxid of the lease node: zxids are global to the ensemble, so tokens strictly
-  increase across terms of a name (they are not consecutive) and never reset.
-* Release deletes the node; candidates watching it take over at once. Group changes are watched
-  too, including the creation of a group that did not exist yet. ``members`` syncs the group
-  node first, so a join that returned is always listed.
+* The token is the czxid of the holder's node: zxids are global to the ensemble and nodes join
+  a line in zxid order, so tokens strictly increase across terms of a name (they are not
+  consecutive) and never reset.
+* Release deletes the term's own node; the next waiter in line, watching it, holds the name at
+  once and is told by a HANDED_OVER notification (``line.py``, ``session.py``). Group changes
+  are watched too, including the creation of a group that did not exist yet. ``members`` syncs
+  the group node first, so a join that returned is always listed.
 * The session requests a timeout of the lease duration; the server clamps it to
   [minSessionTimeout, maxSessionTimeout] (by default 2 and 20 ticks). Every remaining time is
   min(lease, negotiated timeout). kazoo's pings keep a ZooKeeper session alive on their own, so a
@@ -35,10 +38,9 @@ How it works:
   negotiated timeout, counted by the servers.
 * A keep-alive is one round trip whatever the number of leases: a write of the session node
   and, pipelined behind it, ZooKeeper's ``getEphemerals`` of the leases directory, which lists
-  exactly the lease nodes this session owns. A create whose reply was lost (connection loss,
-  timeout) may have been applied: such a lease appears in that list, is checked (owner and
-  czxid) and reported by the next keep-alive, and the engine releases it. Releases of one
-  session run one at a time.
+  exactly the nodes this session has in lines. A create whose reply was lost (connection loss,
+  timeout) may have been applied: such a node appears in that list; first in its line it is
+  reported as held by the next keep-alive (and the engine releases it), otherwise it is deleted.
 * While the client is disconnected, keep-alive and acquire fail, so the engine's local deadline
   runs out; when ZooKeeper reports the session expired, the session is expired.
 
@@ -50,15 +52,15 @@ does not shorten them. Remaining times shown for *other* sessions (``owner``, ``
 
 Operators must configure: ``maxSessionTimeout`` at least the lease duration (otherwise sessions
 get the maximum, and remaining times shrink to it); ZooKeeper 3.6 or newer (``getEphemerals``;
-container nodes need 3.5.1). Empty group containers are removed by the server every
+container nodes need 3.5.1). Empty lines and groups are removed by the server every
 ``znode.container.checkIntervalMs`` (one minute by default).
 
 Security: **by default the nodes are open** (``OPEN_ACL_UNSAFE``): any client of the ensemble can
 delete or pre-create lease nodes and forge group members. On a shared ensemble set credentials
 (``auth``): the default ACL mode ``"auto"`` then makes every node the backend creates
 creator-only (``CREATOR_ALL_ACL``), parents included. Nodes that already exist keep their ACL,
-and the ACL of ``{root}/leases`` and ``{root}/groups/{group}`` decides who may create and delete
-leases and members: let the backend create them with its identity, or set their ACL yourself.
+and the ACL of ``{root}/leases/{name}`` and ``{root}/groups/{group}`` decides who may create and
+delete lease nodes and members: let the backend create them with its identity, or set their ACL yourself.
 ``tls`` and ``sasl`` configure every client the backend opens. Requires kazoo (``pip install
 django-simba[zookeeper]``).
 """
