@@ -14,9 +14,10 @@ Options (all optional)::
 
 Nodes (``layout.py``): ``{root}/leases/{name}`` is a container node, the name's line, holding one
 ephemeral sequential node (``{session}-{n}``) per session asking for the name; the first holds
-it, and the fencing token is that node's czxid. ``{root}/groups/{group}`` is a container node holding one ephemeral node per member
-(``{root}/groups/{group}/{session}``); ``{root}/sessions/{session}`` is an ephemeral node with
-the session's metadata, written again at every keep-alive.
+it, and the fencing token is that node's czxid. ``{root}/groups/{group}`` is a container node
+holding one ephemeral node per member (``{root}/groups/{group}/{session}``);
+``{root}/sessions/{session}`` is an ephemeral node with the session's metadata, written again at
+every keep-alive.
 
 How it works:
 

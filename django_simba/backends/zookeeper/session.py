@@ -331,7 +331,7 @@ class ZkSession:
             for nodes in (self._held, self._waiting):
                 for name, node in list(nodes.items()):
                     if node.seq < seq and node.path not in listed:
-                        del nodes[name]  # released or force-released since it was created
+                        self._drop(name, node)  # released or force-released since it was created
             known = self._known_paths()
             unknown = [
                 (path, name)
@@ -445,11 +445,11 @@ class ZkSession:
                 self._drop(name, node)
                 raise _NodeGone
             if not ahead:
-                self._waiting.pop(name, None)
+                self._drop(name, node)
                 self._held[name] = node
                 return Grant(name, node.token, self.remaining())
             if not wait:
-                del self._waiting[name]
+                self._drop(name, node)
                 self._leaving.add(node.path)
         if wait:
             self._watch(name, node, ahead)
@@ -461,6 +461,8 @@ class ZkSession:
         for nodes in (self._held, self._waiting):
             if nodes.get(name) is node:
                 del nodes[name]
+        if (watch := self._watches.get(name)) is not None and watch.node is node:
+            del self._watches[name]
 
     def _create_line(
         self, directory: str, acl: list[Any], deadline: Deadline, prepare_layout: LayoutPreparer
