@@ -14,7 +14,7 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from django_simba.backends.zookeeper import ZookeeperBackend
+from django_simba.backends.zookeeper import ZookeeperBackend, line
 from django_simba.spi import BackendTimeout, BackendUnavailable, Grant, NotificationKind, Renewal
 from django_simba.testing import wait_until
 from tests.servers.zookeeper import ZookeeperNode
@@ -46,6 +46,30 @@ def test_create_applied_after_the_call_timed_out_is_reported(
     backend.release(sid, name)
     assert raw.exists(path) is None
     assert backend.keep_alive(sid, 10.0).owned == {}
+
+
+def test_a_lost_create_behind_another_holder_is_deleted(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory, raw: KazooClient
+) -> None:
+    backend = make_backend(zookeeper_server.hosts, timeout=0.5)
+    name = f"lost.{uuid.uuid4().hex[:12]}"
+    holder = backend.open_session(10.0, "holder").session_id
+    sid = backend.open_session(10.0, "paused").session_id
+    assert backend.acquire(holder, name) is not None
+    directory = f"/simba/leases/{name}"
+    zookeeper_server.pause()
+    try:
+        with pytest.raises(BackendTimeout):
+            backend.acquire(sid, name)  # sent; the server answers nothing while paused
+    finally:
+        zookeeper_server.resume()
+    wait_until(
+        lambda: len(raw.get_children(directory)) == 2, 10, message="the create applied after the pause"
+    )
+    renewal = wait_until(lambda: _keep_alive(backend, sid), 10, message="a keep-alive after the pause")
+    assert renewal is not None and renewal.owned == {}
+    # the keep-alive deleted the node nobody waits behind: the holder alone is left in line
+    assert [line.session_of(node) for node in raw.get_children(directory)] == [holder]
 
 
 def test_create_applied_but_connection_lost_is_reported(
