@@ -108,6 +108,17 @@ def _session(backend: ZookeeperBackend, session_id: str) -> ZkSession:
     return backend._session(session_id)
 
 
+def _queue(backend: ZookeeperBackend, count: int) -> tuple[str, list[str], Any]:
+    """A new name, ``count`` sessions in its line, and the grant of the first (the others wait)."""
+    name = _name()
+    sessions = [backend.open_session(10.0, f"s{i}").session_id for i in range(count)]
+    grant = backend.acquire(sessions[0], name)
+    assert grant is not None
+    for sid in sessions[1:]:
+        assert backend.acquire(sid, name, wait=True) is None
+    return name, sessions, grant
+
+
 def _line(raw: KazooClient, name: str) -> list[str]:
     """The sessions in ``name``'s line, first (the holder) to last."""
     return [line.session_of(node) for node in line.in_order(raw.get_children(f"/simba/leases/{name}"))]
@@ -169,12 +180,7 @@ def test_a_release_hands_the_name_to_the_next_in_line_only(
 ) -> None:
     backend = make_backend(zookeeper_server.hosts)
     hand_overs = HandOvers(backend)
-    name = _name()
-    first, second, third = (backend.open_session(10.0, who).session_id for who in ("1st", "2nd", "3rd"))
-    grant = backend.acquire(first, name)
-    assert grant is not None
-    assert backend.acquire(second, name, wait=True) is None
-    assert backend.acquire(third, name, wait=True) is None
+    name, (first, second, third), grant = _queue(backend, 3)
     second_requests = Requests(_session(backend, second))
     sent = second_requests.during(lambda: backend.release(first, name, grant.token))
     assert sent == []  # the release came from another session: nothing asked by the second
@@ -195,12 +201,7 @@ def test_a_waiter_that_left_is_passed_over_and_one_ahead_leaving_moves_the_line_
 ) -> None:
     backend = make_backend(zookeeper_server.hosts)
     hand_overs = HandOvers(backend)
-    name = _name()
-    sessions = [backend.open_session(10.0, f"s{i}").session_id for i in range(4)]
-    grant = backend.acquire(sessions[0], name)
-    assert grant is not None
-    for sid in sessions[1:]:
-        assert backend.acquire(sid, name, wait=True) is None
+    name, sessions, grant = _queue(backend, 4)
     backend.stop_waiting(sessions[1], name)  # the third now watches the holder's node
     backend.stop_waiting(sessions[2], name)  # ... and the fourth too
     assert _line(raw, name) == [sessions[0], sessions[3]]
@@ -214,14 +215,7 @@ def test_the_holders_death_or_a_force_release_hands_the_name_over(
 ) -> None:
     backend = make_backend(zookeeper_server.hosts)
     hand_overs = HandOvers(backend)
-    name = _name()
-    holder = backend.open_session(10.0, "holder").session_id
-    waiter = backend.open_session(10.0, "waiter").session_id
-    last = backend.open_session(10.0, "last").session_id
-    grant = backend.acquire(holder, name)
-    assert grant is not None
-    assert backend.acquire(waiter, name, wait=True) is None
-    assert backend.acquire(last, name, wait=True) is None
+    name, (holder, waiter, last), grant = _queue(backend, 3)
     backend.close_session(holder)  # its ephemeral node goes with the ZooKeeper session
     token = hand_overs.wait_for(name, waiter)
     assert token > grant.token
@@ -270,12 +264,7 @@ def test_a_long_line_is_served_in_order(
     """Waiters far back watch only the node just ahead (``_WATCHED_AHEAD``), and still get their turn."""
     backend = make_backend(zookeeper_server.hosts)
     hand_overs = HandOvers(backend)
-    name = _name()
-    sessions = [backend.open_session(10.0, f"s{i}").session_id for i in range(2 * _WATCHED_AHEAD + 2)]
-    grant = backend.acquire(sessions[0], name)
-    assert grant is not None
-    for sid in sessions[1:]:
-        assert backend.acquire(sid, name, wait=True) is None
+    name, sessions, grant = _queue(backend, 2 * _WATCHED_AHEAD + 2)
     backend.stop_waiting(sessions[-2], name)  # one far back leaves: the one behind it moves up
     served = [sid for sid in sessions if sid != sessions[-2]]
     assert _line(raw, name) == served

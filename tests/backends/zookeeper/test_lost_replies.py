@@ -32,12 +32,7 @@ def test_create_applied_after_the_call_timed_out_is_reported(
     name = f"lost.{uuid.uuid4().hex[:12]}"
     sid = backend.open_session(10.0, "paused").session_id
     raw.ensure_path(f"/simba/leases/{name}")  # so the lost create is the one that joins the line
-    zookeeper_server.pause()
-    try:
-        with pytest.raises(BackendTimeout):
-            backend.acquire(sid, name)  # sent; the server answers nothing while paused
-    finally:
-        zookeeper_server.resume()
+    _acquire_while_paused(zookeeper_server, backend, sid, name)
     path, _, stat = wait_until(lambda: held_node(raw, name), 10, message="the create applied after the pause")
     assert stat.ephemeralOwner & 0xFFFF_FFFF_FFFF_FFFF == int(sid, 16)
     renewal = wait_until(lambda: _keep_alive(backend, sid), 10, message="a keep-alive after the pause")
@@ -57,12 +52,7 @@ def test_a_lost_create_behind_another_holder_is_deleted(
     sid = backend.open_session(10.0, "paused").session_id
     assert backend.acquire(holder, name) is not None
     directory = f"/simba/leases/{name}"
-    zookeeper_server.pause()
-    try:
-        with pytest.raises(BackendTimeout):
-            backend.acquire(sid, name)  # sent; the server answers nothing while paused
-    finally:
-        zookeeper_server.resume()
+    _acquire_while_paused(zookeeper_server, backend, sid, name)
     wait_until(
         lambda: len(raw.get_children(directory)) == 2, 10, message="the create applied after the pause"
     )
@@ -107,6 +97,16 @@ def test_lost_connection_of_the_shared_client_announces_resync(
     proxy.cut()
     wait_until(lambda: NotificationKind.RESYNC in seen, 10, message="RESYNC after the reconnection")
     assert backend.notifying
+
+
+def _acquire_while_paused(server: ZookeeperNode, backend: ZookeeperBackend, sid: str, name: str) -> None:
+    """An acquire sent while the server is paused: it times out, and is applied once it resumes."""
+    server.pause()
+    try:
+        with pytest.raises(BackendTimeout):
+            backend.acquire(sid, name)
+    finally:
+        server.resume()
 
 
 def _attempt(backend: ZookeeperBackend, sid: str, name: str) -> Grant | BaseException | None:
