@@ -141,7 +141,7 @@ class NotificationHub:
         except Exception:
             return
         if gone and self._watching_lease(name):
-            self._arm_lease(client, name, watcher, deleted=False)  # released meanwhile: look again
+            self._arm_lease(client, name, watcher, deleted=True)  # released before the watch was set
 
     def _lease_event(self, name: str, event: WatchedEvent) -> None:
         if event.type == EventType.NONE:

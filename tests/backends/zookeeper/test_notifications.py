@@ -127,6 +127,38 @@ def test_a_deletion_is_announced_without_waiting_for_the_watch_to_be_set_again(
     assert order[:2] == ["listing sent", f"released {name}"], order
 
 
+def test_a_holder_gone_before_its_watch_is_set_is_announced_at_once(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory
+) -> None:
+    hosts = zookeeper_server.hosts
+    holder_side, candidate_side = make_backend(hosts), make_backend(hosts)
+    recorder = _watcher(candidate_side)
+    holder = holder_side.open_session(10.0, "holder").session_id
+    name = f"gone.{uuid.uuid4().hex[:12]}"
+    grant = holder_side.acquire(holder, name)
+    assert grant is not None
+    client = candidate_side._observer.hub._client
+    assert client is not None
+    exists = client.exists_async
+
+    def released_first(path: str, watch: object = None) -> object:
+        # the holder goes between the listing of the line and the watch on its node; the line
+        # is never listed again, so only the look at the node can tell
+        del client.exists_async
+        holder_side.release(holder, name, grant.token)
+        client.get_children_async = lambda path, watch=None: client.handler.async_result()
+        return exists(path, watch=watch)
+
+    client.exists_async = released_first  # type: ignore[method-assign]
+    try:
+        started = time.monotonic()
+        candidate_side.watch_lease(name)
+        recorder.first(NotificationKind.RELEASED, name, after=started)
+    finally:
+        client.__dict__.pop("exists_async", None)
+        client.__dict__.pop("get_children_async", None)
+
+
 def test_group_changes_are_watched_before_the_group_exists(hosts: str, make_backend: BackendFactory) -> None:
     observer_side, member_side = make_backend(hosts), make_backend(hosts)
     recorder = _watcher(observer_side)
