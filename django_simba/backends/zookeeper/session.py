@@ -34,6 +34,7 @@ import functools
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,7 @@ LayoutPreparer = Callable[[KazooClient, Deadline], None]
 Announcer = Callable[[Notification], None]
 
 _WATCHED_AHEAD = 4  # see _Watch
+_LINES_REMEMBERED = 4096  # names whose line is known to exist: their acquire does not create it
 _CREATE_ATTEMPTS = 4  # a node can vanish between our create and our look at it; retry a few times
 
 
@@ -125,6 +127,7 @@ class ZkSession:
         self._watches: dict[str, _Watch] = {}  # of the waiting nodes: the latest watch set for each
         self._leaving: set[str] = set()  # paths of nodes being deleted
         self._creating: dict[str, int] = {}  # names with a create on its way
+        self._lines_seen: OrderedDict[str, None] = OrderedDict()  # most recently used last
         self._seq = 0
         self._connected = False
         self._state_changed = threading.Condition(self._mutex)
@@ -399,9 +402,14 @@ class ZkSession:
         prefix = f"{directory}/{line.node_prefix(self.session_id)}"
         data = self.session_id.encode()
         for _ in range(_CREATE_ATTEMPTS):
-            with self._mutex:  # both queued together: ZooKeeper answers them in this order
+            with self._mutex:  # queued together: ZooKeeper answers them in this order
                 if self.ended_because:
                     raise SessionExpired(self.session_id)
+                if name not in self._lines_seen:
+                    # likely a new line: create it first, in the same round trip (if it exists
+                    # already, the failed create costs only that request; its reply is not needed)
+                    self._seq += 1
+                    create_container_async(self.client, directory, acl)
                 self._seq += 2
                 seq = self._seq - 1
                 self._creating[name] = self._creating.get(name, 0) + 1
@@ -422,6 +430,7 @@ class ZkSession:
                 node = _Node(path, stat.czxid, seq)
                 with self._mutex:
                     self._waiting[name] = node  # until the listing says where it stands
+                    self._saw_line(name)
                 children = self._wait(listing, deadline, f"listing {directory}")
             finally:
                 with self._mutex:
@@ -431,6 +440,13 @@ class ZkSession:
             with contextlib.suppress(_NodeGone):
                 return self._take_place(name, node, children, wait, deadline)
         raise BackendUnavailable(f"the line of {name!r} kept disappearing under us")
+
+    def _saw_line(self, name: str) -> None:
+        """Remember that ``name``'s line exists (mutex held), for the last few thousand names."""
+        self._lines_seen[name] = None
+        self._lines_seen.move_to_end(name)
+        if len(self._lines_seen) > _LINES_REMEMBERED:
+            self._lines_seen.popitem(last=False)
 
     def _take_place(
         self, name: str, node: _Node, children: list[str], wait: bool, deadline: Deadline

@@ -140,11 +140,10 @@ def test_an_acquire_is_one_round_trip_and_its_release_one_delete(
 ) -> None:
     backend = make_backend(zookeeper_server.hosts)
     name, sid = _name(), backend.open_session(10.0, "holder").session_id
-    raw.ensure_path(f"/simba/leases/{name}")  # a first acquire creates the name's line first
     requests = Requests(_session(backend, sid))
     grants: list[Any] = []
     assert requests.during(lambda: grants.append(backend.acquire(sid, name))) == ["create", "get_children"]
-    assert requests.after_a_reply == 0
+    assert requests.after_a_reply == 0  # the name's new line was created in the same round trip
     held = held_node(raw, name)
     assert grants[0] is not None and held is not None and held[2].czxid == grants[0].token
     assert requests.during(lambda: backend.release(sid, name, grants[0].token)) == ["delete"]
