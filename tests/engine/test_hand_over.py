@@ -13,7 +13,7 @@ import pytest
 
 from django_simba.engine import Engine
 from django_simba.engine.lock import _Request
-from django_simba.spi import Notification, NotificationKind, Renewal
+from django_simba.spi import LockTimeout, Notification, NotificationKind, Renewal
 from django_simba.testing import wait_until
 
 
@@ -104,3 +104,19 @@ def test_a_keep_alive_listing_a_term_nobody_here_wants_gives_it_back_for_good(en
     waiter = _waiter(engine, "stray")
     _handed(engine, "stray", 4)  # a hand-over notification of that term, arriving late
     assert waiter.term is None
+
+
+def test_where_every_end_of_a_term_is_handed_over_a_waiter_sets_no_watch(engine: Engine):
+    backend = engine.backend
+    backend.hands_over_always = True  # type: ignore[misc]
+    watched: list[str] = []
+    backend.watch_lease = watched.append  # type: ignore[method-assign]
+    other = backend.open_session(10.0, "holder").session_id
+    assert backend.acquire(other, "always") is not None
+    lock = engine.lock("always")
+    assert lock.try_acquire() is None
+    with pytest.raises(LockTimeout):
+        lock.acquire(timeout=0.05)  # refused: waits for the hand-over, not for a RELEASED
+    assert watched == []
+    with engine._mutex:
+        assert not engine._slots["always"].watched
