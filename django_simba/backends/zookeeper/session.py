@@ -10,10 +10,9 @@ with the position of its create in the order in which requests were queued on th
 
 * ``acquire`` sends, back to back in one round trip, the create of the session's node and a
   listing of the line. First in line: the name is held, with the node's czxid as token. Not first:
-  a caller that does not wait deletes its node again; one that waits stays in line with a watch
-  on the node just ahead of it. When that node goes and it was the holder, the name is ours at
-  once, without asking: no node can join a line ahead of ours. Otherwise the line is listed again.
-  The name handed to us is announced as HANDED_OVER, so nobody else is woken by a release.
+  a caller that does not wait deletes its node again; one that waits stays in line, watching the
+  nodes ahead of it (``_Watch``). Once none is left, the name is ours, without asking: no node can
+  join a line ahead of ours. It is announced as HANDED_OVER, and nobody else is woken.
 * ``release`` deletes the term's own node, a path no other term ever has: one request, and no
   way to delete a newer holder's node, whoever else deleted or created what meanwhile.
 * ``keep_alive`` sends, back to back, a write of the session node (its mtime tells observers when
@@ -77,7 +76,7 @@ class _Node:
     seq: int  # position of its create in the client's request order
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(slots=True)
 class _Watch:
     """The watches a waiting node set on nodes ahead of it in line.
 
@@ -250,6 +249,8 @@ class ZkSession:
                 self.timeout = negotiated_timeout(self.client) or self.timeout
             self._state_changed.notify_all()
             waiting = list(self._waiting.items()) if reconnected else []
+            if reconnected:
+                self._watches.clear()  # kazoo dropped them with the connection
         if state == KazooState.LOST and self.zk_id:
             self.end("ZooKeeper reported the session lost (expired or closed)")
         for name, node in waiting:
@@ -500,6 +501,8 @@ class ZkSession:
         with self._mutex:
             if self._waiting.get(name) is not node or self.ended_because:
                 return
+            if self._watches.get(name) == watch:
+                return  # an attempt again while in line: the watches set last time still stand
             self._watches[name] = watch
             self._seq += len(watched)
             looks = [
@@ -529,7 +532,10 @@ class ZkSession:
         if event.type == EventType.DELETED:
             self._ahead_gone(name, watch, child)
         else:
-            self._look_at_line(name, watch.node)  # that watch is spent: look again
+            with self._mutex:  # that watch is spent: set them all again after a look
+                if self._watches.get(name) is watch:
+                    del self._watches[name]
+            self._look_at_line(name, watch.node)
 
     def _ahead_gone(self, name: str, watch: _Watch, child: str) -> None:
         with self._mutex:
