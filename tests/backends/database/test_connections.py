@@ -172,3 +172,44 @@ def test_a_forked_child_never_touches_the_parents_connections(
     (link,) = backend._pool._idle
     assert link.raw is parents_raw
     backend.close_session(parent)
+
+
+mariadb = pytest.mark.parametrize("alias", [pytest.param("mysql", marks=on("mysql"), id="mariadb")], indirect=True)
+
+
+def prepared_executions(backend: DatabaseBackend) -> int:
+    """How many prepared statements the backend's (single) idle connection has run (SQL EXECUTE)."""
+    (link,) = backend._pool._idle
+    cursor = link.raw.cursor()
+    try:
+        cursor.execute("SHOW SESSION STATUS LIKE 'Com_execute_sql'")
+        return int(cursor.fetchone()[1])
+    finally:
+        cursor.close()
+
+
+@mariadb
+def test_mariadb_runs_the_lock_cycle_prepared(backend: DatabaseBackend) -> None:
+    sid = backend.open_session(30, "prepared").session_id
+    assert backend.dialect.prepared  # type: ignore[attr-defined]
+    before = prepared_executions(backend)
+    grant = backend.acquire(sid, "prepared.cycle")
+    assert grant is not None
+    backend.release(sid, "prepared.cycle", grant.token)
+    assert prepared_executions(backend) - before == 2
+    backend.close_session(sid)
+
+
+@mariadb
+def test_a_connection_that_lost_its_prepared_statements_is_replaced(backend: DatabaseBackend) -> None:
+    sid = backend.open_session(30, "unprepared").session_id
+    old = server_pid(backend)
+    (link,) = backend._pool._idle
+    cursor = link.raw.cursor()
+    cursor.execute("DEALLOCATE PREPARE simba_take_free")
+    cursor.close()
+    grant = backend.acquire(sid, "unprepared.name")
+    assert grant is not None and grant.token >= 1
+    assert server_pid(backend) != old
+    assert backend.owner("unprepared.name") is not None
+    backend.close_session(sid)

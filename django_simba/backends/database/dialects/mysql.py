@@ -3,7 +3,10 @@
 A batch of statements goes in one multi-statement query (mysqlclient enables
 them), so the keep-alive and most acquires take one round trip each; only a
 take-over from a holder that looks dead takes a second one, with the rows
-locked. InnoDB's locking reads (``LOCK IN SHARE MODE``, UPDATE) always see the
+locked. On MariaDB the acquire and the release, the statements of every lock
+cycle, are prepared on each connection when it opens: the server then skips
+parsing and setting up their subqueries at every call (about a fifth of the
+cycle's server time). InnoDB's locking reads (``LOCK IN SHARE MODE``, UPDATE) always see the
 latest committed rows, and the backend's connections run READ COMMITTED, so
 every plain read of a batch sees what committed before it.
 """
@@ -11,6 +14,7 @@ every plain read of a batch sees what committed before it.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -120,6 +124,26 @@ RELEASE = (
     " WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)"
 )
 
+# A named parameter, as the statements above are written for mysqlclient.
+PARAMETER = re.compile(r"%\((\w+)\)s")
+
+
+def prepared_text(sql: str) -> str:
+    """``sql`` with its named parameters as the ``?`` of a server-side prepared statement."""
+    return PARAMETER.sub("?", sql)
+
+
+def execute_prepared(handle: str, sql: str) -> str:
+    """Run ``sql``, prepared as ``handle``, with the same named parameters (MariaDB's EXECUTE
+    takes literals after USING; MySQL's takes only user variables)."""
+    return f"EXECUTE {handle} USING " + ", ".join(f"%({name})s" for name in PARAMETER.findall(sql))
+
+
+# Prepared on every MariaDB connection as it opens: the statements of every lock cycle.
+PREPARED = {"simba_take_free": TAKE_FREE_RETURNING, "simba_release": RELEASE}
+TAKE_FREE_EXECUTE = execute_prepared("simba_take_free", TAKE_FREE_RETURNING)
+RELEASE_EXECUTE = execute_prepared("simba_release", RELEASE)
+
 HOLDER_FOR_UPDATE = f"""
 SELECT EXISTS (
     SELECT 1 FROM simba_session s WHERE s.session_id = l.session_id AND s.expires_at > {NOW}
@@ -175,8 +199,9 @@ WHERE m.group_name >= %(low)s AND m.group_name < %(high)s AND s.expires_at > {NO
 # Lock wait timeout, MariaDB max_statement_time, MySQL max_execution_time, KILL QUERY.
 TIMEOUT_CODES = frozenset({1205, 1969, 3024, 1317})
 MISSING_TABLE = 1146
-# Server gone away, lost connection, server shutdown, disconnected for inactivity.
-DISCONNECT_CODES = frozenset({2006, 2013, 2055, 1053, 4031})
+# Server gone away, lost connection, server shutdown, disconnected for inactivity; and an
+# unknown prepared statement (a connection that lost its own is replaced like a dead one).
+DISCONNECT_CODES = frozenset({2006, 2013, 2055, 1053, 4031, 1243})
 
 
 def error_code(error: BaseException) -> int | None:
@@ -238,12 +263,16 @@ class MysqlDialect(StatementDialect):
     #: The server takes INSERT ... RETURNING (MariaDB 10.5+; MySQL has none); None until a
     #: first connection tells.
     returning: bool | None = None
+    #: The cycle's statements run prepared (MariaDB 10.5+); None until a first connection tells.
+    prepared: bool | None = None
 
     def configure(self, wrapper: Any, timeout: float) -> None:
         raw = wrapper.connection
         raw.autocommit(True)
         if self.returning is None:
             self.returning = bool(wrapper.mysql_is_mariadb and wrapper.mysql_version >= (10, 5))
+        if self.prepared is None:
+            self.prepared = bool(wrapper.mysql_is_mariadb and wrapper.mysql_version >= (10, 5))
         # innodb_lock_wait_timeout counts whole seconds; the statement limit is exact.
         if wrapper.mysql_is_mariadb:
             statement_limit = f"max_statement_time = {timeout:.3f}"
@@ -258,6 +287,9 @@ class MysqlDialect(StatementDialect):
             )
             while cursor.nextset():
                 pass
+            if self.prepared:
+                for handle, sql in PREPARED.items():
+                    cursor.execute(f"PREPARE {handle} FROM %s", (prepared_text(sql),))
         finally:
             cursor.close()
 
@@ -276,7 +308,7 @@ class MysqlDialect(StatementDialect):
         live holder; a holder that looks dead goes on to the locked take-over."""
         params = {"sid": session_id, "name": name}
         if self.returning:
-            state = ex.run(TAKE_FREE_RETURNING, params)
+            state = ex.run(TAKE_FREE_EXECUTE if self.prepared else TAKE_FREE_RETURNING, params)
         else:
             _, state = ex.run_batch([TAKE_FREE, STATE], params, atomic=False)
         remaining, token, mine, held_for = state.rows[0]
@@ -289,7 +321,8 @@ class MysqlDialect(StatementDialect):
         return super().acquire(ex, session_id, name)
 
     def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
-        freed = ex.run(RELEASE, {"sid": session_id, "name": name, "token": token})
+        statement = RELEASE_EXECUTE if self.prepared else RELEASE
+        freed = ex.run(statement, {"sid": session_id, "name": name, "token": token})
         if freed.rowcount <= 0 or not freed.last_id:
             return None
         return freed.last_id > 1
