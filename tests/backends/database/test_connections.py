@@ -174,7 +174,9 @@ def test_a_forked_child_never_touches_the_parents_connections(
     backend.close_session(parent)
 
 
-mariadb = pytest.mark.parametrize("alias", [pytest.param("mysql", marks=on("mysql"), id="mariadb")], indirect=True)
+mariadb = pytest.mark.parametrize(
+    "alias", [pytest.param("mysql", marks=on("mysql"), id="mariadb")], indirect=True
+)
 
 
 def prepared_executions(backend: DatabaseBackend) -> int:

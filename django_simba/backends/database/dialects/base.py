@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import threading
 from abc import ABC, abstractmethod
@@ -20,6 +21,15 @@ from typing import Any, ClassVar
 
 Params = Mapping[str, Any]
 Row = tuple[Any, ...]
+
+#: A named parameter (``%(name)s``), as the dialects write their statements for the drivers.
+NAMED_PARAMETER = re.compile(r"%\((\w+)\)s")
+
+
+def named_parameters(sql: str) -> list[str]:
+    """The named parameters of ``sql`` in order of appearance, repeats included."""
+    return NAMED_PARAMETER.findall(sql)
+
 
 #: Characters allowed in names sort below "~", so ``[prefix, prefix + "~")`` holds
 #: exactly the names that start with ``prefix`` under a binary collation.

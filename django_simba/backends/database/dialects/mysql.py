@@ -14,11 +14,11 @@ every plain read of a batch sees what committed before it.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from .base import (
+    NAMED_PARAMETER,
     Acquired,
     Executor,
     Params,
@@ -27,6 +27,7 @@ from .base import (
     StatementDialect,
     Statements,
     Traffic,
+    named_parameters,
 )
 
 # UTC epoch milliseconds without any time zone conversion (UNIX_TIMESTAMP(NOW()) would
@@ -124,19 +125,15 @@ RELEASE = (
     " WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)"
 )
 
-# A named parameter, as the statements above are written for mysqlclient.
-PARAMETER = re.compile(r"%\((\w+)\)s")
-
-
 def prepared_text(sql: str) -> str:
     """``sql`` with its named parameters as the ``?`` of a server-side prepared statement."""
-    return PARAMETER.sub("?", sql)
+    return NAMED_PARAMETER.sub("?", sql)
 
 
 def execute_prepared(handle: str, sql: str) -> str:
     """Run ``sql``, prepared as ``handle``, with the same named parameters (MariaDB's EXECUTE
     takes literals after USING; MySQL's takes only user variables)."""
-    return f"EXECUTE {handle} USING " + ", ".join(f"%({name})s" for name in PARAMETER.findall(sql))
+    return f"EXECUTE {handle} USING " + ", ".join(f"%({name})s" for name in named_parameters(sql))
 
 
 # Prepared on every MariaDB connection as it opens: the statements of every lock cycle.

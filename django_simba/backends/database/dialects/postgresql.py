@@ -18,12 +18,12 @@ looks dead, or the caller itself, needs the locked batch.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .base import (
+    NAMED_PARAMETER,
     Acquired,
     Dialect,
     Executor,
@@ -33,6 +33,7 @@ from .base import (
     Result,
     Row,
     Traffic,
+    named_parameters,
     prefix_range,
 )
 
@@ -247,7 +248,6 @@ WHERE m.group_name >= %(low)s AND m.group_name < %(high)s AND s.expires_at > clo
 TIMEOUT_STATES = frozenset({"57014", "55P03"})
 UNDEFINED_TABLE = "42P01"
 
-_PARAMETER = re.compile(r"%\((\w+)\)s")
 PARAMETER_TYPES = {"sid": "varchar", "name": "varchar", "ids": "varchar[]", "lease": "bigint"}
 
 
@@ -260,11 +260,11 @@ class Prepared:
 
     @property
     def parameters(self) -> list[str]:
-        return list(dict.fromkeys(_PARAMETER.findall(self.sql)))
+        return list(dict.fromkeys(named_parameters(self.sql)))
 
     def prepare(self) -> str:
         numbers = {parameter: n for n, parameter in enumerate(self.parameters, start=1)}
-        body = _PARAMETER.sub(lambda match: f"${numbers[match.group(1)]}", self.sql)
+        body = NAMED_PARAMETER.sub(lambda match: f"${numbers[match.group(1)]}", self.sql)
         types = ", ".join(PARAMETER_TYPES[parameter] for parameter in self.parameters)
         return f"PREPARE {self.name}{f'({types})' if types else ''} AS {body}"
 
