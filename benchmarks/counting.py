@@ -1,10 +1,10 @@
 """Client round trips, counted by wrapping each driver's send path in this process.
 
 One count is one request the client sends and waits for: a redis-py command or
-pipeline, a DB-API ``execute`` (several statements sent as one query count once),
-a pymysql command, a kazoo request (a multi-op transaction counts once). New
-connections are counted apart (``connects``): each costs several round trips of
-handshake. SQLite has no round trips and is not counted. The wrappers are only
+pipeline, a psycopg (or psycopg2) ``execute``, a mysqlclient ``query`` (several statements sent as one
+query count once), a pymysql command, a kazoo request (a multi-op transaction counts
+once). New connections are counted apart (``connects``): each costs several round trips
+of handshake. SQLite has no round trips and is not counted. The wrappers are only
 in place inside :func:`counting`, so timed runs pay nothing for them.
 """
 
@@ -62,9 +62,9 @@ def counting() -> Iterator[Counter[str]]:
         wrap(psycopg.Connection, "connect", "connects")
     with contextlib.suppress(ImportError):
         import MySQLdb.connections
-        import MySQLdb.cursors
 
-        wrap(MySQLdb.cursors.BaseCursor, "execute", "rt")
+        # Where every query leaves, whether through a cursor or the connection's own calls.
+        wrap(MySQLdb.connections.Connection, "query", "rt")
         wrap(MySQLdb.connections.Connection, "__init__", "connects")
     with contextlib.suppress(ImportError):
         import pymysql.connections  # type: ignore[import-untyped]
