@@ -195,6 +195,9 @@ class Engine:
 
     def wait_for_session(self, timeout: float | None) -> str:
         """Start if needed and return the live session's id, waiting at most ``timeout``."""
+        session = self._session
+        if session is not None:
+            return session.id  # the common case: started, and live (close clears it first)
         self.start()
         deadline = None if timeout is None else self.now() + timeout
         with self._mutex:
@@ -676,8 +679,9 @@ class Engine:
         if term is None or holder is None or not term._end(reason):
             return
         holder._ended(term, reason)
-        kind = holder.kind
-        self._notify_observers(lambda o: o.term_ended(kind, term, reason))
+        if self.observers:
+            kind = holder.kind
+            self._notify_observers(lambda o: o.term_ended(kind, term, reason))
 
     def _release_in_background(self, slot: Slot, session_id: str, token: int) -> None:
         slot.busy = "release"
@@ -930,7 +934,8 @@ class Engine:
             self._notification_listeners = [x for x in self._notification_listeners if x is not listener]
 
     def _notify_term_started(self, kind: str, term: Term) -> None:
-        self._notify_observers(lambda o: o.term_started(kind, term))
+        if self.observers:  # every grant comes here: no closure when nobody listens
+            self._notify_observers(lambda o: o.term_started(kind, term))
 
     def _notify_observers(self, hook: Callable[[EngineObserver], Any]) -> None:
         for observer in self.observers:
