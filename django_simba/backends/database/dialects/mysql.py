@@ -3,12 +3,14 @@
 A batch of statements goes in one multi-statement query (mysqlclient enables
 them), so the keep-alive and most acquires take one round trip each; only a
 take-over from a holder that looks dead takes a second one, with the rows
-locked. On MariaDB the acquire and the release, the statements of every lock
-cycle, are prepared on each connection when it opens: the server then skips
-parsing and setting up their subqueries at every call (about a fifth of the
-cycle's server time). InnoDB's locking reads (``LOCK IN SHARE MODE``, UPDATE) always see the
+locked. InnoDB's locking reads (``LOCK IN SHARE MODE``, UPDATE) always see the
 latest committed rows, and the backend's connections run READ COMMITTED, so
 every plain read of a batch sees what committed before it.
+
+On MariaDB the acquire and the release, the statements of every lock cycle, are
+prepared on each connection when it opens: the server then skips parsing and
+setting up their subqueries at every call (about a fifth of the cycle's server
+time).
 """
 
 from __future__ import annotations
@@ -125,6 +127,7 @@ RELEASE = (
     "UPDATE simba_lease SET session_id = '', wanted = LAST_INSERT_ID(wanted + 1) - 1"
     " WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)"
 )
+
 
 def prepared_text(sql: str) -> str:
     """``sql`` with its named parameters as the ``?`` of a server-side prepared statement."""
