@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 
 from django_simba.backends.zookeeper import ZookeeperBackend, line
 from django_simba.backends.zookeeper.session import _WATCHED_AHEAD, ZkSession
-from django_simba.spi import BackendUnavailable, Notification, NotificationKind
+from django_simba.spi import BackendUnavailable, Grant, Notification, NotificationKind
 from django_simba.testing import wait_until
 from tests.servers.zookeeper import ZookeeperNode
 
@@ -230,15 +230,10 @@ def test_the_holders_death_or_a_force_release_hands_the_name_over(
 def test_a_waiter_looks_at_its_line_again_after_a_reconnection(
     zookeeper_server: ZookeeperNode, proxy: ZookeeperProxy, make_backend: BackendFactory
 ) -> None:
-    holder_side = make_backend(zookeeper_server.hosts)
-    waiter_side = make_backend(proxy.hosts, timeout=5.0)
+    holder_side, waiter_side, name, (holder, waiter), grant = _waiting_behind_a_proxy(
+        zookeeper_server, proxy, make_backend
+    )
     hand_overs = HandOvers(waiter_side)
-    name = _name()
-    holder = holder_side.open_session(10.0, "holder").session_id
-    waiter = waiter_side.open_session(10.0, "behind a proxy").session_id
-    grant = holder_side.acquire(holder, name)
-    assert grant is not None
-    assert waiter_side.acquire(waiter, name, wait=True) is None
     proxy.swallow_replies()  # the deletion's event is lost with the connection
     holder_side.release(holder, name, grant.token)
     proxy.cut()
@@ -253,20 +248,30 @@ def test_a_waiter_looks_at_its_line_again_after_a_reconnection(
 def test_a_waiter_watches_again_after_a_reconnection(
     zookeeper_server: ZookeeperNode, proxy: ZookeeperProxy, make_backend: BackendFactory
 ) -> None:
+    holder_side, waiter_side, name, (holder, waiter), grant = _waiting_behind_a_proxy(
+        zookeeper_server, proxy, make_backend
+    )
+    hand_overs = HandOvers(waiter_side)
+    proxy.cut()  # kazoo forgets the waiter's watches; the holder keeps the name
+    wait_until(lambda: _keep_alive(waiter_side, waiter), 10, message="a keep-alive after reconnecting")
+    assert waiter_side.acquire(waiter, name, wait=True) is None
+    holder_side.release(holder, name, grant.token)
+    assert hand_overs.wait_for(name, waiter) > grant.token
+
+
+def _waiting_behind_a_proxy(
+    zookeeper_server: ZookeeperNode, proxy: ZookeeperProxy, make_backend: BackendFactory
+) -> tuple[ZookeeperBackend, ZookeeperBackend, str, tuple[str, str], Grant]:
+    """A holder connected directly, and a session waiting in line behind a proxy."""
     holder_side = make_backend(zookeeper_server.hosts)
     waiter_side = make_backend(proxy.hosts, timeout=5.0)
-    hand_overs = HandOvers(waiter_side)
     name = _name()
     holder = holder_side.open_session(10.0, "holder").session_id
     waiter = waiter_side.open_session(10.0, "behind a proxy").session_id
     grant = holder_side.acquire(holder, name)
     assert grant is not None
     assert waiter_side.acquire(waiter, name, wait=True) is None
-    proxy.cut()  # kazoo forgets the waiter's watches; the holder keeps the name
-    wait_until(lambda: _keep_alive(waiter_side, waiter), 10, message="a keep-alive after reconnecting")
-    assert waiter_side.acquire(waiter, name, wait=True) is None
-    holder_side.release(holder, name, grant.token)
-    assert hand_overs.wait_for(name, waiter) > grant.token
+    return holder_side, waiter_side, name, (holder, waiter), grant
 
 
 def _keep_alive(backend: ZookeeperBackend, sid: str) -> Any:
