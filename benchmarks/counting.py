@@ -1,11 +1,12 @@
 """Client round trips, counted by wrapping each driver's send path in this process.
 
 One count is one request the client sends and waits for: a redis-py command or
-pipeline, a psycopg (or psycopg2) ``execute``, a mysqlclient ``query`` (several statements sent as one
-query count once), a pymysql command, a kazoo request (a multi-op transaction counts
-once). New connections are counted apart (``connects``): each costs several round trips
-of handshake. SQLite has no round trips and is not counted. The wrappers are only
-in place inside :func:`counting`, so timed runs pay nothing for them.
+pipeline, a psycopg (or psycopg2) ``execute``, a mysqlclient ``query`` (several
+statements sent as one query count once), a pymysql command, a kazoo request (a
+multi-op transaction counts once). New connections are counted apart
+(``connects``): each costs several round trips of handshake. SQLite has no round
+trips and is not counted. The wrappers are only in place inside
+:func:`counting`, so timed runs pay nothing for them.
 """
 
 from __future__ import annotations
