@@ -13,13 +13,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .spi.errors import (
+from .errors import (
     BackendTimeout,
     BackendUnavailable,
     ConfigurationError,
+    EngineClosed,
     InvalidMetadata,
     InvalidName,
+    LeaseLost,
     LeaseNotHeld,
+    LockHeld,
     LockTimeout,
     NotSupported,
     SessionExpired,
@@ -67,9 +70,12 @@ __all__ = [
     "BackendUnavailable",
     "ConfigurationError",
     "EndReason",
+    "EngineClosed",
     "InvalidMetadata",
     "InvalidName",
+    "LeaseLost",
     "LeaseNotHeld",
+    "LockHeld",
     "LockTimeout",
     "NotSupported",
     "SessionExpired",

@@ -30,7 +30,7 @@ from types import EllipsisType, TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from .engine import EndReason, Term
-from .engine.lock import LockHeld
+from .errors import LeaseLost, LockHeld
 from .spi import LeaseInfo, LeaseNotHeld, LockTimeout, Member, validate_name
 
 if TYPE_CHECKING:
@@ -152,7 +152,13 @@ class AsyncLock:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.release()
+        if exc is None:
+            await self.release()
+            return
+        try:
+            await self.release()
+        except LeaseLost as lost:  # the block's own error is the one to see
+            logger.warning("django-simba: %s while the block raised %r", lost, exc)
 
     def __call__(self, fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         """Use as a decorator on a coroutine function: every call runs while holding the lock."""
@@ -185,8 +191,13 @@ def _release_late_grant(lock: Lock, future: asyncio.Future[Term]) -> None:
         return
     logger.debug("django-simba: releasing %r, granted after its waiter was cancelled", lock.name)
     try:
-        asyncio.get_running_loop().run_in_executor(None, lock.release)
+        asyncio.get_running_loop().run_in_executor(None, functools.partial(_release_quietly, lock))
     except RuntimeError:  # the loop is closing: release right here
+        _release_quietly(lock)
+
+
+def _release_quietly(lock: Lock) -> None:
+    with contextlib.suppress(LeaseLost):  # nobody acted on a term granted after its waiter left
         lock.release()
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from .engine import Election, Term
+from .errors import LeaseLost
 from .spi import LeaseInfo, LockTimeout, validate_name
 
 logger = logging.getLogger("django_simba.tasks")
@@ -127,7 +128,10 @@ class _LockRunner:
         try:
             return _call_with_term(term, call)
         finally:
-            lock.release()
+            try:
+                lock.release()
+            except LeaseLost as lost:  # the call is over: say it outlived its term, keep its result
+                logger.warning("django-simba: %s: %s", self.name, lost)
 
 
 class _LeaderRunner:

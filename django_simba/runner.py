@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .engine import EndReason, Engine, Term
+from .errors import LeaseLost
 from .spi import LeaseInfo, LockTimeout
 
 logger = logging.getLogger("django_simba.run")
@@ -163,7 +164,8 @@ def run_exclusively(
             return _run_holding(argv, name, holding.term, child)
         finally:
             child.exited.set()
-            holding.release()
+            with contextlib.suppress(LeaseLost):  # a lost term is already in the outcome
+                holding.release()
 
 
 def _run_holding(argv: Sequence[str], name: str, term: Term, child: _Child) -> RunOutcome:

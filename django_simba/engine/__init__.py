@@ -5,11 +5,12 @@ same code runs on threads in production and on a virtual clock in the
 simulation.
 """
 
+from ..errors import EngineClosed, LeaseLost, LockHeld
 from .config import EngineConfig
 from .election import Election
-from .engine import Engine, EngineClosed
+from .engine import Engine
 from .group import Group
-from .lock import Lock, LockHeld
+from .lock import Lock
 from .observer import EngineObserver
 from .runtime import CONTEND_LANE, SESSION_LANE, Outcome, Runtime, ThreadRuntime, Timer
 from .term import EndReason, Term
@@ -24,6 +25,7 @@ __all__ = [
     "EngineConfig",
     "EngineObserver",
     "Group",
+    "LeaseLost",
     "Lock",
     "LockHeld",
     "Outcome",

@@ -35,6 +35,9 @@ class Contender:
     def _refused(self) -> None:
         """An attempt found the name held by another session."""
 
+    def _engine_closed(self) -> None:
+        """The engine closed while this contender waited in line: it will never be granted."""
+
     def _attempt_here(self, session_id: str) -> bool:
         """Take over the next attempt, to make it from a thread of one's own; False to leave it to the engine.
 

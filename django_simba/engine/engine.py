@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..errors import EngineClosed
 from ..spi import (
     BackendUnavailable,
     Grant,
@@ -28,9 +29,9 @@ from ..spi import (
     Notification,
     NotificationKind,
     OpenedSession,
+    Released,
     Renewal,
     SessionExpired,
-    SimbaError,
     validate_name,
 )
 from .config import EngineConfig
@@ -67,10 +68,6 @@ class _Session:
     keep_alive_in_flight: bool = False
 
 
-class EngineClosed(SimbaError):
-    """The engine was closed; create a new one."""
-
-
 class Engine:
     """Sessions, terms and memberships of one process over one backend."""
 
@@ -84,6 +81,7 @@ class Engine:
         self.config = config or EngineConfig()
         self.runtime: Runtime = runtime or ThreadRuntime()
         self.observers: list[EngineObserver] = []
+        self._pid = self.runtime.pid()
         self._init_state()
         _track_for_fork(self)
 
@@ -108,6 +106,7 @@ class Engine:
 
     @property
     def session_id(self) -> str | None:
+        self._ensure_own_process()
         with self._mutex:
             return self._session.id if self._session else None
 
@@ -135,6 +134,7 @@ class Engine:
 
     def start(self) -> Engine:
         """Start the threads and open a session. Idempotent; never needed before first use."""
+        self._ensure_own_process()
         with self._mutex:
             if self._closed:
                 raise EngineClosed("this engine was closed")
@@ -149,7 +149,11 @@ class Engine:
         return self
 
     def close(self, timeout: float | None = None) -> None:
-        """End every term, close the session so others take over at once, stop the threads."""
+        """End every term, close the session so others take over at once, stop the threads.
+
+        Every caller still waiting for a name wakes with :class:`EngineClosed`.
+        """
+        self._ensure_own_process()  # in a child forked without hooks: never close the parent's session
         with self._mutex:
             if self._closed:
                 return
@@ -157,7 +161,10 @@ class Engine:
             session, self._session = self._session, None
             for slot in self._slots.values():
                 slot.cancel_timer()
+                waiting = list(slot.waiting)
                 slot.waiting.clear()
+                for contender in waiting:
+                    contender._engine_closed()
                 if slot.term is not None:
                     self._end_term(slot, EndReason.CLOSED)
             self._session_changed.notify_all()
@@ -169,8 +176,29 @@ class Engine:
         self.runtime.stop(self.backend.timeout if timeout is None else timeout)
         self.backend.close()
 
+    def _ensure_own_process(self) -> None:
+        """Start over if this is a child forked without Python's fork hooks (uWSGI's default prefork).
+
+        Such a child inherits the parent's engine as it was, session and terms included: used
+        as it is, two processes would share one session, and so one term of a name.
+        """
+        pid = self.runtime.pid()
+        if pid == self._pid:
+            return
+        # The parent's mutexes may have been held by its threads at the fork: take a new one.
+        with _reset_locks.setdefault(pid, threading.Lock()):
+            if self._pid != pid:
+                logger.warning(
+                    "django-simba: process %d was forked from %d without Python's fork hooks: "
+                    "starting over with a session of its own",
+                    pid,
+                    self._pid,
+                )
+                self._after_fork_in_child()
+
     def _after_fork_in_child(self) -> None:
         """The child never uses the parent's session or connections; it starts its own."""
+        self._pid = self.runtime.pid()
         was_started = self._started and not self._closed
         slots = self._slots
         self._init_state()
@@ -195,6 +223,7 @@ class Engine:
 
     def wait_for_session(self, timeout: float | None) -> str:
         """Start if needed and return the live session's id, waiting at most ``timeout``."""
+        self._ensure_own_process()
         session = self._session
         if session is not None:
             return session.id  # the common case: started, and live (close clears it first)
@@ -339,11 +368,16 @@ class Engine:
                 continue  # in flight, or a listing older than a term we since gave back
             if slot.term is not None and slot.term.token >= token:
                 continue  # held here, with this term or a newer one
-            if self.backend.hands_over and slot.waiting and slot.holder is None and deadline is not None:
-                self._grant(slot, session_id, token, deadline)  # handed to us: its notification is late
-                continue
-            # Ours on the backend, nobody's here (a reply lost, a failed release): free that term,
-            # and never take it afterwards (from a late hand-over notification).
+            if (
+                self.backend.hands_over
+                and slot.waiting
+                and slot.holder is None
+                and deadline is not None
+                and self._grant(slot, session_id, token, deadline)
+            ):
+                continue  # handed to us: its notification is late
+            # Ours on the backend, nobody's here (a reply lost, a failed release, a term already
+            # granted here once): free that term, and never take it afterwards.
             slot.last_token = max(slot.last_token, token)
             self._release_in_background(slot, session_id, token)
 
@@ -522,17 +556,22 @@ class Engine:
             elif not self._watch(slot):
                 self._retry_later(slot, self._retry_delay(slot))
             return
-        if grant.token <= slot.last_token:
+        if not self._grant(slot, session_id, grant.token, self.config.trusted_until(sent, grant.remaining)):
             # The backend still has our previous term (its release failed): free it, then retry.
             self._release_in_background(slot, session_id, grant.token)
-            return
-        self._grant(slot, session_id, grant.token, self.config.trusted_until(sent, grant.remaining))
 
-    def _grant(self, slot: Slot, session_id: str, token: int, deadline: float) -> None:
-        """A new term of the name for this process: to the first waiter still here (mutex held)."""
+    def _grant(self, slot: Slot, session_id: str, token: int, deadline: float) -> bool:
+        """A new term of the name for this process: to the first waiter still here (mutex held).
+
+        The one gate every term of this process passes: a token not strictly above the last one
+        granted here for the name is refused (False), so no two local terms ever share a token,
+        whatever path (a reply, a keep-alive listing, a hand-over) offered it.
+        """
+        if token <= slot.last_token:
+            return False
         slot.last_token = token
         slot.backoff = FIRST_POLL_DELAY
-        term = Term(slot.name, token, session_id, deadline, self.now)
+        term = Term(slot.name, token, session_id, deadline, self.now, self.runtime.pid)
         while slot.waiting:
             contender = slot.waiting.popleft()
             slot.holder, slot.term, slot.granted_at = contender, term, self.now()
@@ -541,14 +580,15 @@ class Engine:
                 if not slot.waiting:
                     self._unwatch_unless_contended(slot)
                 self._notify_term_started(contender.kind, term)
-                return
+                return True
         slot.holder = slot.term = None  # every waiter gave up meanwhile
         self._release_in_background(slot, session_id, token)
+        return True
 
     def _take_handed(self, slot: Slot, session: _Session, token: int) -> None:
         """A release gave the name to our session, with ``token`` (mutex held)."""
         if token <= slot.last_token or slot.holder is not None:
-            return  # a term we already have, or had
+            return  # a term we already have, or had (the grant gate would refuse it too)
         if not slot.waiting:
             # Nobody here wants it any more: pass it on, and never take that term afterwards.
             slot.last_token = token
@@ -671,13 +711,21 @@ class Engine:
             self.runtime.submit(CONTEND_LANE, lambda: self.backend.unwatch_lease(name), _ignore)
 
     def _end_term(self, slot: Slot, reason: EndReason) -> None:
+        term, holder = self._detach(slot)
+        if term is None or holder is None or not term._end(reason):
+            return
+        self._report_end(holder, term, reason)
+
+    def _detach(self, slot: Slot) -> tuple[Term | None, Contender | None]:
+        """Take the held term out of its slot, so nothing here renews or ends it any more."""
         term, holder = slot.term, slot.holder
         slot.term = slot.holder = None
         if slot.term_timer is not None:
             slot.term_timer.cancel()
             slot.term_timer = None
-        if term is None or holder is None or not term._end(reason):
-            return
+        return term, holder
+
+    def _report_end(self, holder: Contender, term: Term, reason: EndReason) -> None:
         holder._ended(term, reason)
         if self.observers:
             kind = holder.kind
@@ -750,39 +798,56 @@ class Engine:
         except Exception as error:
             return Outcome(error=error)
 
-    def release_now(self, contender: Contender, term: Term) -> None:
-        """End ``term`` and free its name on the backend, in the caller's thread."""
+    def release_now(self, contender: Contender, term: Term) -> EndReason:
+        """End ``term`` and free its name on the backend, in the caller's thread.
+
+        Returns how the term ended: RELEASED, or how it had ended before (lost, expired, its
+        maximum hold time...), which the release itself may be the first to learn (an operator
+        force-released the name).
+        """
+        self._ensure_own_process()
         with self._mutex:
             slot = self._slots.get(contender.name)
             if slot is None or slot.holder is not contender or slot.term is not term:
-                return  # already ended (lost, expired, released by a maximum hold time)
+                return term.ended or EndReason.LOST  # ended already
+            if term._deadline <= self.now():
+                self._lapse(slot, term.session_id)  # its timer has not come round yet
+                return EndReason.DEADLINE
             session = self._session
-            self._end_term(slot, EndReason.RELEASED)
+            self._detach(slot)
+            term._end(EndReason.RELEASED)  # invalid at once; reported once the backend answered
             if session is None or session.id != term.session_id:
+                self._report_end(contender, term, EndReason.RELEASED)
                 self._offer_to_others(slot)
                 self._kick(slot)
-                return
+                return EndReason.RELEASED
             slot.busy = "release"
-        wanted: bool | None = None
+        released = Released()
         try:
-            wanted = self.backend.release(term.session_id, term.name, term.token)
+            released = self.backend.release(term.session_id, term.name, term.token)
             outcome: Outcome[None] = Outcome()
         except Exception as error:
             outcome = Outcome(error=error)
         with self._mutex:
-            if wanted:  # a polled backend saw another session turned away during the term
+            if released.held is False:
+                term._lost_before_release()
+            if released.contended:  # a polled backend saw another session turned away during the term
                 slot.wanted_at = self.now()
+            reason = term.ended or EndReason.RELEASED
+            self._report_end(contender, term, reason)
             self._offer_to_others(slot)
             self._on_released(slot, outcome)
+        return reason
 
-    def release_later(self, contender: Contender, term: Term) -> None:
-        """End ``term`` now and free its name from the contend lane (timers, elections)."""
+    def release_later(self, contender: Contender, term: Term, reason: EndReason = EndReason.RELEASED) -> None:
+        """End ``term`` now and free its name from the contend lane (timers: a maximum hold time)."""
+        self._ensure_own_process()
         with self._mutex:
             slot = self._slots.get(contender.name)
             if slot is None or slot.holder is not contender or slot.term is not term:
                 return
             session = self._session
-            self._end_term(slot, EndReason.RELEASED)
+            self._end_term(slot, reason)
             if session is None or session.id != term.session_id:
                 self._kick(slot)
                 return
@@ -829,6 +894,7 @@ class Engine:
 
     def leave(self, group: str) -> None:
         validate_name(group)
+        self._ensure_own_process()
         with self._mutex:
             if not self._forget_join(group):
                 return
@@ -894,6 +960,7 @@ class Engine:
         return self.backend.leases(prefix)
 
     def held_terms(self) -> list[Term]:
+        self._ensure_own_process()
         with self._mutex:
             return [slot.term for slot in self._slots.values() if slot.term is not None]
 
@@ -954,6 +1021,9 @@ def _log_purge(outcome: Outcome[int]) -> None:
         logger.info("django-simba: purged %d expired sessions", outcome.value)
 
 
+# One lock per process id for starting over in a child forked without hooks (made there, so never
+# one a parent's thread held at the fork).
+_reset_locks: dict[int, threading.Lock] = {}
 # Engines to reset in a forked child; weak so an engine can be garbage collected.
 _engines: weakref.WeakSet[Engine] = weakref.WeakSet()
 _fork_hook_installed = False

@@ -10,12 +10,14 @@ holder gets a term with a new, higher token.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable
 from types import EllipsisType, TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from ..spi import LeaseNotHeld, LockTimeout, SimbaError, validate_name
+from ..errors import EngineClosed, LeaseLost, LeaseNotHeld, LockHeld, LockTimeout
+from ..spi import validate_name
 from .contender import Contender
 from .term import EndReason, Term
 
@@ -23,12 +25,10 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .runtime import Timer
 
+logger = logging.getLogger("django_simba.engine")
+
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class LockHeld(SimbaError):
-    """This Lock object is already held (locks are not re-entrant)."""
 
 
 class _Request(Contender):
@@ -44,6 +44,7 @@ class _Request(Contender):
         self.done: threading.Event | None = None
         self.term: Term | None = None
         self.abandoned = False
+        self.engine_closed = False
 
     def _granted(self, term: Term) -> bool:
         # Called with the engine's mutex held, as is the creation of ``done``.
@@ -64,6 +65,12 @@ class _Request(Contender):
 
     def _ended(self, term: Term, reason: EndReason) -> None:
         self.lock._term_ended(self, term, reason)
+
+    def _engine_closed(self) -> None:
+        # Called with the engine's mutex held, as are the caller's reads of ``engine_closed``.
+        self.engine_closed = True
+        if self.done is not None:
+            self.done.set()
 
 
 class Lock:
@@ -126,16 +133,16 @@ class Lock:
         # ``term`` is set once, under the engine's mutex: read without it, a set term is final.
         if timeout != 0 and request.term is None:
             with engine._mutex:
-                if request.term is None:
+                if request.term is None and not request.engine_closed:
                     request.done = threading.Event()
             done = request.done
-            while done is not None and request.term is None:
+            while done is not None and request.term is None and not request.engine_closed:
                 remaining = None if timeout is None else started + timeout - engine.now()
                 if remaining is not None and remaining <= 0:
                     break
                 done.wait(remaining)
                 with engine._mutex:
-                    if request.term is not None:
+                    if request.term is not None or request.engine_closed:
                         break
                     done.clear()
                     session_id, request.attempt_session = request.attempt_session, None
@@ -148,6 +155,8 @@ class Lock:
                     engine._withdraw(request)
         term = request.term
         if term is None:
+            if request.engine_closed:
+                raise EngineClosed(f"the engine closed while lock {self.name!r} was waited for")
             if timeout == 0 and error is not None:
                 raise error
             detail = f" (last error: {error})" if error is not None else ""
@@ -169,11 +178,16 @@ class Lock:
         self._holder_thread = threading.get_ident()
         if self.max_hold is not None:
             self._max_hold_timer = self.engine.call_later(
-                self.max_hold, lambda: self.engine.release_later(request, term)
+                self.max_hold, lambda: self.engine.release_later(request, term, EndReason.MAX_HOLD)
             )
 
     def release(self) -> None:
-        """Release the held term. Raises :class:`LeaseNotHeld` when nothing is held."""
+        """Release the held term.
+
+        Raises :class:`LeaseNotHeld` when nothing is held, and :class:`LeaseLost` (a subclass)
+        when the term had already ended otherwise (taken over, expired, force-released, its
+        maximum hold time): whatever ran since then was not protected by the lock.
+        """
         holder = self._holder
         if holder is None or holder.term is None:
             raise LeaseNotHeld(f"lock {self.name!r} is not held")
@@ -184,9 +198,11 @@ class Lock:
             self._max_hold_timer.cancel()
             self._max_hold_timer = None
         try:
-            self.engine.release_now(holder, term)
+            reason = self.engine.release_now(holder, term)
         finally:
             self._mutex.release()
+        if reason is not EndReason.RELEASED:
+            raise LeaseLost(term, reason)
 
     def _term_ended(self, request: _Request, term: Term, reason: EndReason) -> None:
         if reason is not EndReason.RELEASED and self.on_lost is not None:
@@ -199,7 +215,7 @@ class Lock:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.release()
+        release_after(self.release, exc)
 
     def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
         """Use as a decorator: every call runs while holding the lock."""
@@ -222,3 +238,17 @@ def _check_seconds(field: str, value: object, *, allow_zero: bool = True) -> Non
         raise TypeError(f"{field} must be None or a number of seconds, not {value!r}")
     if value < 0 or (not allow_zero and value == 0):
         raise ValueError(f"{field} must be {'>= 0' if allow_zero else '> 0'} seconds, not {value!r}")
+
+
+def release_after(release: Callable[[], None], error: BaseException | None) -> None:
+    """Release at the end of a ``with`` block; a lost term raises only if the block did not.
+
+    A block that raised keeps its own exception: the loss is logged instead of hiding it.
+    """
+    if error is None:
+        release()
+        return
+    try:
+        release()
+    except LeaseLost as lost:
+        logger.warning("django-simba: %s while the block raised %r", lost, error)

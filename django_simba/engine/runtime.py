@@ -12,13 +12,15 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import os
 import queue
 import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
+
+from ..spi.clock import local_clock
 
 logger = logging.getLogger("django_simba.engine")
 
@@ -55,7 +57,7 @@ class Runtime(Protocol):
     """Time, timers, lanes and the callback thread, as the engine sees them."""
 
     def now(self) -> float:
-        """Seconds on a monotonic clock."""
+        """Seconds on a monotonic clock (in production one that counts suspended time)."""
         ...
 
     @property
@@ -73,6 +75,10 @@ class Runtime(Protocol):
 
     def run_callback(self, fn: Callable[[], None]) -> None:
         """Run a user callback on the single callback thread; an exception is logged."""
+        ...
+
+    def pid(self) -> int:
+        """This process's id: a change tells the engine it runs in a forked child."""
         ...
 
     def start(self) -> None: ...
@@ -126,7 +132,7 @@ class ThreadRuntime:
     No thread exists until :meth:`start` (never at import time).
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None):
+    def __init__(self, clock: Callable[[], float] = local_clock, rng: random.Random | None = None):
         self._clock = clock
         self._random = rng or random.Random()
         self._init_state()
@@ -147,6 +153,9 @@ class ThreadRuntime:
     @property
     def random(self) -> random.Random:
         return self._random
+
+    def pid(self) -> int:
+        return os.getpid()
 
     def start(self) -> None:
         with self._mutex:

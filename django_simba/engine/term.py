@@ -7,8 +7,9 @@ from enum import Enum
 
 
 class EndReason(Enum):
-    RELEASED = "released"  # the holder released it (or a maximum hold time did)
-    LOST = "lost"  # a keep-alive reply no longer lists it: taken over or force-released
+    RELEASED = "released"  # the holder released it
+    MAX_HOLD = "maximum hold time reached"  # released for the holder, whose work may still run
+    LOST = "lost"  # no longer the session's on the backend: taken over or force-released
     SESSION_EXPIRED = "session expired"  # the backend reported the session gone
     DEADLINE = "deadline passed"  # no renewal reached us before the local deadline
     CLOSED = "engine closed"
@@ -23,19 +24,30 @@ class Term:
     highest it has seen. ``is_valid()`` is checked in memory, with no I/O.
     """
 
-    __slots__ = ("_clock", "_deadline", "_ended", "name", "session_id", "token")
+    __slots__ = ("_clock", "_deadline", "_ended", "_pid", "_pid_of", "name", "session_id", "token")
 
-    def __init__(self, name: str, token: int, session_id: str, deadline: float, clock: Callable[[], float]):
+    def __init__(
+        self,
+        name: str,
+        token: int,
+        session_id: str,
+        deadline: float,
+        clock: Callable[[], float],
+        pid_of: Callable[[], int],
+    ):
         self.name = name
         self.token = token
         self.session_id = session_id
         self._deadline = deadline
         self._clock = clock
+        self._pid_of = pid_of
+        self._pid = pid_of()  # a child forked without Python's hooks inherits this object, not the term
         self._ended: EndReason | None = None
 
     def is_valid(self) -> bool:
-        """True while the term has not ended and its local deadline has not passed."""
-        return self._ended is None and self._clock() < self._deadline
+        """True while the term has not ended, its local deadline has not passed, and this is
+        the process it was granted to."""
+        return self._ended is None and self._clock() < self._deadline and self._pid_of() == self._pid
 
     __bool__ = is_valid
 
@@ -61,6 +73,11 @@ class Term:
         self._ended = reason
         return True
 
+    def _lost_before_release(self) -> None:
+        """A release found the name no longer this term's: it had been lost before it."""
+        self._ended = EndReason.LOST
+
     def __repr__(self) -> str:
         state = "valid" if self.is_valid() else (self._ended.value if self._ended else "timed out")
         return f"<Term {self.name!r} token={self.token} {state}>"
+

@@ -24,6 +24,7 @@ from .types import (
     Notification,
     NotificationKind,
     OpenedSession,
+    Released,
     Renewal,
     SessionInfo,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "NotificationKind",
     "NotificationListener",
     "OpenedSession",
+    "Released",
     "Renewal",
     "SessionExpired",
     "SessionInfo",

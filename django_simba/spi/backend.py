@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from .errors import ConfigurationError
 from .names import validate_metadata, validate_name, validate_prefix
-from .types import Grant, LeaseInfo, Member, Notification, OpenedSession, Renewal, SessionInfo
+from .types import Grant, LeaseInfo, Member, Notification, OpenedSession, Released, Renewal, SessionInfo
 
 NotificationListener = Callable[[Notification], None]
 
@@ -106,19 +106,21 @@ class LeaseBackend(ABC):
     def _stop_waiting(self, session_id: str, name: str) -> None:
         raise NotImplementedError(f"{type(self).__name__} hands names over: it must implement _stop_waiting")
 
-    def release(self, session_id: str, name: str, token: int | None = None) -> bool | None:
+    def release(self, session_id: str, name: str, token: int | None = None) -> Released:
         """Free ``name`` if this session holds it (the token is kept); no effect otherwise.
 
         With ``token``, only that term is freed: a release that reaches the backend
         late (after its caller gave up on it) never frees a newer term of the session.
 
-        Returns whether another session was refused the name during the term, where
-        the backend keeps track of it (the polled ones), else ``None``. It is only a
-        hint: the engine then lets the other session have the name first.
+        The reply says whether the term was still held when the release arrived (a holder
+        whose name an operator force-released learns it here), and, on the polled
+        backends, whether another session was refused the name meanwhile: the engine then
+        lets that session have the name first.
         """
         if token is not None and (isinstance(token, bool) or not isinstance(token, int) or token <= 0):
             raise ValueError(f"token must be a positive int or None, not {token!r}")
-        return self._release(session_id, validate_name(name), token)
+        released = self._release(session_id, validate_name(name), token)
+        return released if isinstance(released, Released) else Released(contended=released)
 
     def owner(self, name: str) -> LeaseInfo | None:
         """The live holder of ``name``, or ``None``."""
@@ -211,7 +213,8 @@ class LeaseBackend(ABC):
     def _acquire(self, session_id: str, name: str, wait: bool) -> Grant | None: ...
 
     @abstractmethod
-    def _release(self, session_id: str, name: str, token: int | None) -> bool | None: ...
+    def _release(self, session_id: str, name: str, token: int | None) -> Released | bool | None:
+        """Return a :class:`Released`; a bare bool is read as its ``contended`` hint."""
 
     @abstractmethod
     def _owner(self, name: str) -> LeaseInfo | None: ...

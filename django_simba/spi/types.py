@@ -37,6 +37,20 @@ class Grant:
 
 
 @dataclass(frozen=True, slots=True)
+class Released:
+    """Reply of ``release``.
+
+    ``held``: whether the name was still this session's term when the release arrived
+    (False: it had been freed, force-released, expired or taken over before; None: the
+    backend cannot tell). ``contended``: where the backend keeps track of it (the polled
+    ones), whether another session was refused the name during the term; a hint only.
+    """
+
+    held: bool | None = None
+    contended: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class LeaseInfo:
     """A live holder of a lease, as seen by ``owner`` and ``leases``."""
 

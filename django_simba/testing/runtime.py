@@ -61,6 +61,8 @@ class VirtualRuntime:
         self._busy: set[str] = set()
         self.running = False
         self.callback_errors = 0
+        #: The process id the runtime reports; a test or the simulation changes it to play a fork.
+        self.process_id = 1
 
     # -- Runtime protocol ---------------------------------------------------------------
 
@@ -70,6 +72,9 @@ class VirtualRuntime:
     @property
     def random(self) -> random.Random:
         return self._random
+
+    def pid(self) -> int:
+        return self.process_id
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
         return self._at(self.now() + max(0.0, delay), fn)

@@ -7,7 +7,7 @@ import gc
 import pytest
 from django.test import override_settings
 
-from django_simba import registry
+from django_simba import LeaseLost, registry
 from django_simba.metrics import PrometheusObserver, install_metrics, metrics_for
 from django_simba.testing import wait_until
 from tests.django.engines import reset_engine
@@ -67,12 +67,13 @@ def test_terms_won_held_and_lost(engine, prom):
 
 
 def test_a_lost_session_counts_a_failed_keep_alive(engine, prom):
-    with engine.lock("jobs:b", timeout=5):
-        first = engine.session_id
-        engine.backend.lose_sessions()  # the backend forgets every session (a restart without data)
-        wait_until(
-            lambda: prom("simba_sessions_lost_total", reason="session expired") == 1, 5, message="lost"
-        )
+    lock = engine.lock("jobs:b", timeout=5)
+    lock.acquire()
+    first = engine.session_id
+    engine.backend.lose_sessions()  # the backend forgets every session (a restart without data)
+    wait_until(lambda: prom("simba_sessions_lost_total", reason="session expired") == 1, 5, message="lost")
+    with pytest.raises(LeaseLost):  # the holder learns its term ended
+        lock.release()
     assert prom("simba_keepalive_failures_total") >= 1
     assert prom("simba_terms_lost_total", kind="lock", reason="session expired") == 1
     wait_until(lambda: prom("simba_sessions_opened_total") == 2 and prom("simba_session_live") == 1, 5)

@@ -13,7 +13,7 @@ import pytest
 
 from django_simba.engine import Engine
 from django_simba.engine.lock import _Request
-from django_simba.spi import LockTimeout, Notification, NotificationKind, Renewal
+from django_simba.spi import BackendTimeout, LockTimeout, Notification, NotificationKind, Released, Renewal
 from django_simba.testing import wait_until
 
 
@@ -120,3 +120,30 @@ def test_where_every_end_of_a_term_is_handed_over_a_waiter_sets_no_watch(engine:
     assert watched == []
     with engine._mutex:
         assert not engine._slots["always"].watched
+
+
+def test_a_term_whose_release_failed_is_never_granted_to_the_next_waiter(engine: Engine):
+    """A's release fails unapplied; the next keep-alive still lists A's term: B must not get it.
+
+    The fencing rule accepts a write with a token equal to the highest seen, so two local
+    holders of one token would let a late write of A's land over B's.
+    """
+    backend = engine.backend
+    first = engine.lock("relisted")
+    term = first.acquire(5)
+    real_release = backend.release
+
+    def lost_release(session_id: str, name: str, token: int | None = None) -> Released:
+        raise BackendTimeout("the release was lost on its way")
+
+    backend.release = lost_release  # type: ignore[method-assign]
+    first.release()
+    backend.release = real_release  # type: ignore[method-assign]
+    assert backend.owner("relisted") is not None  # still A's term on the backend
+    waiter = _waiter(engine, "relisted")
+    session = engine.wait_for_session(5)
+    now = engine.now()
+    with engine._mutex:
+        engine._reconcile(session, now, Renewal(10.0, {"relisted": term.token}), now + 5.0)
+    assert waiter.term is None  # refused at the grant gate: that token was granted here before
+    wait_until(lambda: backend.owner("relisted") is None, 5, message="the stale term freed")

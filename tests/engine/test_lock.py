@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from django_simba.engine import EndReason, Engine, LockHeld
+from django_simba.engine import EndReason, Engine, EngineClosed, LeaseLost, LockHeld
 from django_simba.spi import InvalidName, LeaseNotHeld, LockTimeout
 from django_simba.testing import wait_until
 
@@ -116,18 +116,47 @@ def test_one_lock_object_shared_by_threads(threaded_engine: Engine):
     assert sorted(tokens) == list(range(1, 41))
 
 
-def test_max_hold_releases_automatically(threaded_engine: Engine):
+def test_max_hold_ends_the_term_as_a_loss_the_holder_sees(threaded_engine: Engine):
     lost = []
     lock = threaded_engine.lock("bounded", max_hold=0.2, on_lost=lambda t, r: lost.append(r))
     term = lock.acquire(5)
     wait_until(lambda: not term.is_valid(), 5, message="max hold release")
-    assert term.ended is EndReason.RELEASED
+    assert term.ended is EndReason.MAX_HOLD
     wait_until(lambda: threaded_engine.owner("bounded") is None, 5, message="backend release")
-    lock.release()  # already released: no error, nothing happens
-    assert not lost
+    wait_until(lambda: lost == [EndReason.MAX_HOLD], 5, message="on_lost called")
+    with pytest.raises(LeaseLost) as raised:
+        lock.release()  # the holder learns its work outlived the term
+    assert raised.value.reason is EndReason.MAX_HOLD and raised.value.term is term
+    assert isinstance(raised.value, LeaseNotHeld)
+    assert lock.term is None and lock.try_acquire() is not None
 
 
-def test_lost_lease_is_reported_and_release_is_quiet(threaded_engine: Engine):
+def test_a_release_that_finds_its_name_force_released_reports_the_loss(threaded_engine: Engine):
+    lost = []
+    lock = threaded_engine.lock("freed", on_lost=lambda term, reason: lost.append(reason))
+    term = lock.acquire(5)
+    assert threaded_engine.backend.force_release("freed")
+    with pytest.raises(LeaseLost) as raised:
+        lock.release()  # before any keep-alive noticed: the release itself learns it
+    assert raised.value.reason is EndReason.LOST and term.ended is EndReason.LOST
+    wait_until(lambda: lost == [EndReason.LOST], 5, message="on_lost called")
+
+
+def test_a_with_block_that_outlives_its_max_hold_raises_at_its_end(threaded_engine: Engine):
+    lock = threaded_engine.lock("bounded-block", max_hold=0.1)
+    with pytest.raises(LeaseLost), lock as term:
+        wait_until(lambda: not term.is_valid(), 5, message="max hold release")
+
+    def outlive_then_fail() -> None:
+        with lock as term:
+            wait_until(lambda: not term.is_valid(), 5, message="max hold release")
+            raise ZeroDivisionError
+
+    with pytest.raises(ZeroDivisionError):  # the block's own error wins over the loss
+        outlive_then_fail()
+
+
+def test_lost_lease_is_reported_and_release_says_so(threaded_engine: Engine):
     lost = []
     lock = threaded_engine.lock("stolen", on_lost=lambda term, reason: lost.append(reason))
     term = lock.acquire(5)
@@ -136,7 +165,8 @@ def test_lost_lease_is_reported_and_release_is_quiet(threaded_engine: Engine):
     threaded_engine.backend.acquire(thief, "stolen")
     wait_until(lambda: lost, 5, message="lease lost callback")
     assert lost == [EndReason.LOST] and not term.is_valid()
-    lock.release()
+    with pytest.raises(LeaseLost):
+        lock.release()
 
 
 def test_invalid_names_fail_before_any_io(threaded_engine: Engine):
@@ -301,3 +331,27 @@ def test_a_contended_name_stays_watched_between_waits_only_where_idle_watches_ar
         assert not slot.watched and "linger" not in threaded_engine._lingering
     finally:
         other.close()
+
+
+def test_closing_the_engine_wakes_every_blocked_waiter(threaded_engine: Engine):
+    holder = threaded_engine.lock("closing").acquire(5)
+    errors: list[BaseException] = []
+
+    def wait_forever() -> None:
+        try:
+            threaded_engine.lock("closing").acquire(timeout=None)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=wait_forever, daemon=True) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: len(threaded_engine._slots["closing"].waiting) == 3, 5, message="all in line")
+    threaded_engine.close()
+    for thread in threads:
+        thread.join(5)
+    assert not any(thread.is_alive() for thread in threads)
+    assert len(errors) == 3 and all(isinstance(error, EngineClosed) for error in errors)
+    assert holder.ended is EndReason.CLOSED
+    with pytest.raises(EngineClosed):
+        threaded_engine.lock("closing").acquire(timeout=None)

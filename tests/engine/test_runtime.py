@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
+
+import pytest
 
 from django_simba.engine import ThreadRuntime
 from django_simba.engine.runtime import COMPACT_MIN
+from django_simba.spi.clock import LOCAL_CLOCK_NAME
 from django_simba.testing import wait_until
 
 
@@ -48,3 +52,14 @@ def test_a_lock_taken_and_released_in_a_loop_leaves_no_timers_behind(threaded_en
     live = sum(not entry[2].cancelled for entry in threaded_engine.runtime._timers)
     assert live <= before + 1  # each term's deadline timer is cancelled when the term ends
     assert len(threaded_engine.runtime._timers) <= 2 * COMPACT_MIN + live
+
+
+@pytest.mark.skipif(not hasattr(time, "CLOCK_BOOTTIME"), reason="CLOCK_BOOTTIME is Linux's")
+def test_the_production_clock_counts_time_the_machine_spent_suspended(monkeypatch: pytest.MonkeyPatch):
+    # CLOCK_MONOTONIC stops while a laptop or VM is suspended; the backend's clock does not.
+    suspended = 3600.0
+    readings = {time.CLOCK_MONOTONIC: 100.0, time.CLOCK_BOOTTIME: 100.0 + suspended}
+    monkeypatch.setattr(time, "clock_gettime", lambda clock_id: readings[clock_id])
+    monkeypatch.setattr(time, "monotonic", lambda: 100.0)
+    assert ThreadRuntime().now() == 100.0 + suspended
+    assert LOCAL_CLOCK_NAME == "CLOCK_BOOTTIME"

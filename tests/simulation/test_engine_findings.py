@@ -12,6 +12,7 @@ import pytest
 
 from django_simba.backends.memory import MemoryBackend
 from django_simba.engine import CONTEND_LANE, SESSION_LANE, Engine, EngineConfig
+from django_simba.errors import LeaseLost
 from django_simba.testing.runtime import Fate, VirtualRuntime
 
 LEASE, RENEW, DRIFT = 15.0, 5.0, 0.01
@@ -105,7 +106,8 @@ def test_a_release_applied_after_its_timeout_never_frees_a_newer_term(runtime, b
     start = runtime.now()
     runtime.run_until(start + 1.0 + RENEW + 0.1)  # the maximum hold released it; the release timed out
     assert not first.is_valid()
-    lock.release()  # forget the ended term
+    with pytest.raises(LeaseLost):
+        lock.release()  # forget the ended term, told it ended by its maximum hold time
     other = engine.lock("gamma")  # held with no maximum
     second = None
     for _ in range(3):  # the backend still lists the old term: the engine frees it, then takes a new one

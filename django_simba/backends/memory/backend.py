@@ -25,6 +25,7 @@ from ...spi import (
     NotificationKind,
     NotificationListener,
     OpenedSession,
+    Released,
     Renewal,
     SessionExpired,
     SessionInfo,
@@ -173,19 +174,21 @@ class MemoryBackend(LeaseBackend):
                 session.leases.add(name)
             return Grant(name, lease.token, session.expires_at - now)
 
-    def _release(self, session_id: str, name: str, token: int | None) -> None:
+    def _release(self, session_id: str, name: str, token: int | None) -> Released:
         with self._mutex:
             self.calls += 1
             lease = self._lease_rows.get(name)
             if lease is None or lease.session_id != session_id:
-                return
+                return Released(held=False)
             if token is not None and lease.token != token:
-                return
+                return Released(held=False)
             lease.session_id = ""
             session = self._session_rows.get(session_id)
             if session is not None:
                 session.leases.discard(name)
+            live = session is not None and session.expires_at > self._clock()
         self._notify([Notification(NotificationKind.RELEASED, name)])
+        return Released(held=live)
 
     def _force_release(self, name: str) -> bool:
         with self._mutex:

@@ -13,10 +13,12 @@ can fall between the check and the write, as in a real program.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from typing import TYPE_CHECKING
 
 from ...engine import Election, Lock, Term
+from ...errors import LeaseLost
 from ...spi import SimbaError
 from .register import Write
 
@@ -114,7 +116,8 @@ class Application:
     def _try_lock(self, name: str) -> None:
         lock = self._random.choice(self.locks[name])
         if lock.term is not None and not lock.locked():
-            lock.release()  # its term ended without us (lost, maximum hold): forget it
+            with contextlib.suppress(LeaseLost):
+                lock.release()  # its term ended without us (lost, maximum hold): forget it
         if lock.term is None and self.engine.session_id is not None:
             try:
                 term = lock.try_acquire()
@@ -128,7 +131,8 @@ class Application:
 
     def _unlock(self, lock: Lock, term: Term) -> None:
         if lock.term is term:
-            lock.release()
+            with contextlib.suppress(LeaseLost):  # ended meanwhile: the release says so
+                lock.release()
 
     # -- groups ---------------------------------------------------------------------------
 

@@ -1,0 +1,81 @@
+"""Every exception the library raises, in one place.
+
+Everything a caller can act on derives from :class:`SimbaError`, so
+``except SimbaError`` catches every failure of the library and nothing else.
+This module imports nothing of the package: the backend interface, the
+backends, the engine and the Django layer all take their errors from here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .engine.term import EndReason, Term
+
+
+class SimbaError(Exception):
+    """Base class of every error raised by django-simba."""
+
+
+class InvalidName(SimbaError, ValueError):
+    """A lease or group name breaks a naming rule: 1 to 128 of ``[A-Za-z0-9._:-]``, not ``.`` or ``..``."""
+
+    def __init__(self, name: object, rule: str) -> None:
+        self.name = name
+        self.rule = rule
+        super().__init__(f"invalid name {name!r}: {rule}")
+
+
+class InvalidMetadata(SimbaError, ValueError):
+    """Session metadata is not a string of at most 1024 printable characters."""
+
+
+class SessionExpired(SimbaError):
+    """The session is no longer live; it is never revived, open a new one."""
+
+    def __init__(self, session_id: str = "") -> None:
+        self.session_id = session_id
+        super().__init__(f"session {session_id or '?'} expired")
+
+
+class LockTimeout(SimbaError, TimeoutError):
+    """A blocking acquire did not get the lock within its timeout."""
+
+
+class BackendUnavailable(SimbaError):
+    """The backend could not be reached or refused the call."""
+
+
+class BackendTimeout(BackendUnavailable, TimeoutError):
+    """A backend call did not answer within its timeout; it may or may not have been applied."""
+
+
+class ConfigurationError(SimbaError):
+    """The configuration is invalid (a setting, a backend option, a server setting)."""
+
+
+class NotSupported(SimbaError, NotImplementedError):
+    """The backend does not support this operation."""
+
+
+class LeaseNotHeld(SimbaError):
+    """An operation needs a term this contender does not hold (e.g. releasing an unheld lock)."""
+
+
+class LeaseLost(LeaseNotHeld):
+    """A held term ended before its holder released it: the work done under it since may have
+    run unprotected. ``reason`` says how it ended (an ``EndReason`` other than RELEASED)."""
+
+    def __init__(self, term: Term, reason: EndReason) -> None:
+        self.term = term
+        self.reason = reason
+        super().__init__(f"the term {term.name!r}#{term.token} had already ended ({reason.value})")
+
+
+class LockHeld(SimbaError):
+    """This lock object is already held by the caller (locks are not re-entrant)."""
+
+
+class EngineClosed(SimbaError):
+    """The engine was closed (a waiter still in line wakes with this); the next use builds a new one."""
