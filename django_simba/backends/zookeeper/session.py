@@ -14,14 +14,17 @@ with the position of its create in the order in which requests were queued on th
   nodes ahead of it (``_Watch``). Once none is left, the name is ours, without asking: no node can
   join a line ahead of ours. It is announced as HANDED_OVER, and nobody else is woken.
 * ``release`` deletes the term's own node, a path no other term ever has: one request, and no
-  way to delete a newer holder's node, whoever else deleted or created what meanwhile.
+  way to delete a newer holder's node, whoever else deleted or created what meanwhile. A node
+  being deleted stays "leaving" until ZooKeeper confirms it is gone: a delete that failed (a
+  connection loss, a timeout) is sent again by the next keep-alive, acquire of that name or
+  release of that term, and the node is never taken for a held one again.
 * ``keep_alive`` sends, back to back, a write of the session node (its mtime tells observers when
   the session was last renewed, and as a write it brings the connected server up to date) and a
   ``getEphemerals`` of the leases directory: the nodes this ZooKeeper session really owns. A node
   created before that request and missing from the list was deleted (released or force
   released). A listed node the session did not know of (a create whose reply was lost) is looked
   at once: first in line, it is reported as held; otherwise it is deleted. One round trip
-  whatever the number of leases.
+  whatever the number of leases (plus, in the same round trip, the deletes that failed before).
 * A watchdog (``watchdog.py``) ends a session that no keep-alive renewed within its lease, since
   kazoo's own heartbeats would keep it alive forever.
 """
@@ -34,7 +37,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +94,16 @@ class _Watch:
     whole: bool  # the watched nodes are all the nodes that were ahead
 
 
+@dataclass(slots=True)
+class _Leaving:
+    """One of the session's nodes being deleted, until ZooKeeper confirms it is gone."""
+
+    name: str
+    token: int
+    sent: int = 0  # sequence number of the latest delete sent for it (0: none yet)
+    failed: bool = False  # that delete failed: send it again
+
+
 class _NodeGone(Exception):
     """The session's node is no longer in its line (deleted by someone, or left meanwhile)."""
 
@@ -124,7 +137,7 @@ class ZkSession:
         self._held: dict[str, _Node] = {}  # first in line: the name is ours
         self._waiting: dict[str, _Node] = {}  # further back in line
         self._watches: dict[str, _Watch] = {}  # of the waiting nodes: the latest watch set for each
-        self._leaving: set[str] = set()  # paths of nodes being deleted
+        self._leaving: dict[str, _Leaving] = {}  # by path: nodes being deleted
         self._creating: dict[str, int] = {}  # names with a create on its way
         self._lines_seen: OrderedDict[str, None] = OrderedDict()  # most recently used last
         self._seq = 0
@@ -215,6 +228,7 @@ class ZkSession:
         self._held.clear()
         self._waiting.clear()
         self._watches.clear()
+        self._leaving.clear()  # its ephemeral nodes go with it
         self._state_changed.notify_all()
         return True
 
@@ -316,8 +330,10 @@ class ZkSession:
             if self.ended_because:
                 raise SessionExpired(self.session_id)
             self._seq += 1
-            seq = self._seq
             renewal = self.client.set_async(path, record)
+            self._delete_again_locked(self._leaving)
+            self._seq += 1
+            seq = self._seq
             listing = get_ephemerals_async(self.client, self.layout.leases + "/")
         try:
             self._wait(renewal, deadline, "renewing the session")
@@ -336,6 +352,7 @@ class ZkSession:
                 for name, node in list(nodes.items()):
                     if node.seq < seq and node.path not in listed:
                         self._drop(name, node)  # released or force-released since it was created
+            self._settle_leaving(listed, seq)
             known = self._known_paths()
             unknown = [
                 (path, name)
@@ -349,7 +366,34 @@ class ZkSession:
         return Renewal(self.term(lease), owned)
 
     def _known_paths(self) -> set[str]:
-        return {node.path for nodes in (self._held, self._waiting) for node in nodes.values()} | self._leaving
+        held_or_waiting = {node.path for nodes in (self._held, self._waiting) for node in nodes.values()}
+        return held_or_waiting | self._leaving.keys()
+
+    def _delete_again_locked(self, paths: Iterable[str]) -> None:
+        """Queue a delete again for each of ``paths`` whose delete failed (mutex held)."""
+        for path in paths:
+            leaving = self._leaving[path]
+            if leaving.failed:
+                self._seq += 1
+                leaving.sent, leaving.failed = self._seq, False
+                self.client.delete_async(path)
+
+    def _settle_leaving(self, listed: Container[str], seq: int, name: str | None = None) -> None:
+        """What a listing sent as request ``seq`` says of the nodes being deleted (mutex held).
+
+        A node whose delete went before the listing is gone when not listed; still listed, that
+        delete failed, and the node stays leaving until one succeeds. With ``name``, only the
+        nodes of that name's line are looked at (``listed`` is that line).
+        """
+        for path, leaving in list(self._leaving.items()):
+            if (name is None or leaving.name == name) and 0 < leaving.sent < seq:
+                if path in listed:
+                    leaving.failed = True
+                else:
+                    del self._leaving[path]
+
+    def _leaving_of(self, name: str) -> list[str]:
+        return [path for path, leaving in self._leaving.items() if leaving.name == name]
 
     def _adopt(self, unknown: list[tuple[str, str]], seq: int, deadline: Deadline) -> None:
         """Nodes of ours nobody here knew of (creates whose reply was lost): hold or delete each."""
@@ -375,7 +419,7 @@ class ZkSession:
                     logger.info("django-simba: session %s holds %r (a reply was lost)", self.session_id, name)
                     self._held[name] = _Node(path, stat.czxid, seq)
                     continue
-                self._leaving.add(path)
+                self._leaving[path] = _Leaving(name, stat.czxid)
             strays.append(path)
         for path in strays:
             self._delete(path, deadline)
@@ -390,13 +434,16 @@ class ZkSession:
         with self._mutex:
             mine = self._held.get(name) or self._waiting.get(name)
             if mine is not None:
+                self._delete_again_locked(self._leaving_of(name))
                 self._seq += 1
+                listed_seq = self._seq
                 listing = self.client.get_children_async(directory)
         if mine is not None:
             try:
                 children = self._wait(listing, deadline, f"listing {directory}")
             except NoNodeError:
                 children = []
+            self._settled_by_line(name, children, listed_seq)
             with contextlib.suppress(_NodeGone):
                 return self._take_place(name, mine, children, wait, deadline)
         acl = self.security.acl_for(directory)
@@ -411,6 +458,8 @@ class ZkSession:
                     # already, the failed create costs only that request; its reply is not needed)
                     self._seq += 1
                     create_container_async(self.client, directory, acl)
+                # the failed deletes of the name's released terms go first, so ours can be first
+                self._delete_again_locked(self._leaving_of(name))
                 self._seq += 2
                 seq = self._seq - 1
                 self._creating[name] = self._creating.get(name, 0) + 1
@@ -433,6 +482,7 @@ class ZkSession:
                     self._waiting[name] = node  # until the listing says where it stands
                     self._saw_line(name)
                 children = self._wait(listing, deadline, f"listing {directory}")
+                self._settled_by_line(name, children, seq + 1)
             finally:
                 with self._mutex:
                     self._creating[name] -= 1
@@ -441,6 +491,10 @@ class ZkSession:
             with contextlib.suppress(_NodeGone):
                 return self._take_place(name, node, children, wait, deadline)
         raise BackendUnavailable(f"the line of {name!r} kept disappearing under us")
+
+    def _settled_by_line(self, name: str, children: list[str], seq: int) -> None:
+        with self._mutex:
+            self._settle_leaving({self.layout.lease_node(name, child) for child in children}, seq, name)
 
     def _saw_line(self, name: str) -> None:
         """Remember that ``name``'s line exists (mutex held), for the last few thousand names."""
@@ -467,7 +521,7 @@ class ZkSession:
                 return Grant(name, node.token, self.remaining())
             if not wait:
                 self._drop(name, node)
-                self._leaving.add(node.path)
+                self._leaving[node.path] = _Leaving(name, node.token)
         if wait:
             self._watch(name, node, ahead)
         else:
@@ -591,33 +645,56 @@ class ZkSession:
             self._watches.pop(name, None)
             if node is None or self.ended_because:
                 return
-            self._leaving.add(node.path)
+            self._leaving[node.path] = _Leaving(name, node.token)
         self._delete(node.path, deadline)
 
     def release(self, name: str, deadline: Deadline, token: int | None = None) -> None:
         """Delete the term's node if this session holds ``name`` (with ``token``, that term).
 
-        A session that ended holds nothing.
+        A release of a term whose delete failed before sends it again. A session that ended
+        holds nothing.
         """
         with self._mutex:
-            node = self._held.get(name)
-            if node is None or self.ended_because or (token is not None and node.token != token):
+            if self.ended_because:
                 return
-            del self._held[name]
-            self._leaving.add(node.path)
-        self._delete(node.path, deadline)
+            node = self._held.get(name)
+            if node is not None and (token is None or node.token == token):
+                del self._held[name]
+                self._leaving[node.path] = _Leaving(name, node.token)
+                path = node.path
+            else:
+                failed = [
+                    path
+                    for path in self._leaving_of(name)
+                    if self._leaving[path].failed and token in (None, self._leaving[path].token)
+                ]
+                if not failed:
+                    return
+                path = failed[0]
+        self._delete(path, deadline)
 
     def _delete(self, path: str, deadline: Deadline) -> None:
-        """Delete one of our nodes (in ``_leaving`` until done); a failure leaves it to a keep-alive."""
+        """Delete one of our nodes, leaving until done; a failed delete is sent again later."""
         try:
-            result, _ = self._send(lambda: self.client.delete_async(path))
+            with self._mutex:
+                if self.ended_because:
+                    return  # its ephemeral nodes are gone with it
+                self._seq += 1
+                leaving = self._leaving.get(path)
+                if leaving is not None:
+                    leaving.sent, leaving.failed = self._seq, False
+                result = self.client.delete_async(path)
             with contextlib.suppress(NoNodeError):
                 self._wait(result, deadline, f"deleting {path}")
         except SessionExpired:
-            return  # its ephemeral nodes are gone with it
-        finally:
+            return
+        except BaseException:
             with self._mutex:
-                self._leaving.discard(path)
+                if (leaving := self._leaving.get(path)) is not None:
+                    leaving.failed = True  # maybe applied, maybe not: the next listing tells
+            raise
+        with self._mutex:
+            self._leaving.pop(path, None)
 
     # -- groups ---------------------------------------------------------------------------
 
