@@ -31,9 +31,7 @@ pytestmark = pytest.mark.zookeeper
 def test_a_lost_release_is_finished_by_the_next_keep_alive(
     proxy: ZookeeperProxy, make_backend: BackendFactory, raw: KazooClient
 ) -> None:
-    backend, sid, name, grant = _holding_behind(proxy, make_backend)
-    error = _lost_on_the_way(proxy, backend, sid, lambda: backend.release(sid, name, grant.token))
-    assert isinstance(error, BackendUnavailable), error
+    backend, sid, name, grant = _released_on_the_way(proxy, make_backend)
     held = held_node(raw, name)
     assert held is not None and held[2].czxid == grant.token  # the delete never reached the server
     replies = [_renewed(backend, sid) for _ in range(3)]
@@ -45,9 +43,7 @@ def test_a_lost_release_is_finished_by_the_next_keep_alive(
 def test_a_lost_release_asked_again_deletes_the_node(
     proxy: ZookeeperProxy, make_backend: BackendFactory, raw: KazooClient
 ) -> None:
-    backend, sid, name, grant = _holding_behind(proxy, make_backend)
-    error = _lost_on_the_way(proxy, backend, sid, lambda: backend.release(sid, name, grant.token))
-    assert isinstance(error, BackendUnavailable), error
+    backend, sid, name, grant = _released_on_the_way(proxy, make_backend)
     wait_until(lambda: _released(backend, sid, name, grant.token), 10, message="the release asked again")
     assert held_node(raw, name) is None
 
@@ -55,9 +51,7 @@ def test_a_lost_release_asked_again_deletes_the_node(
 def test_the_next_acquire_after_a_lost_release_gets_a_newer_term(
     proxy: ZookeeperProxy, make_backend: BackendFactory, raw: KazooClient
 ) -> None:
-    backend, sid, name, grant = _holding_behind(proxy, make_backend)
-    error = _lost_on_the_way(proxy, backend, sid, lambda: backend.release(sid, name, grant.token))
-    assert isinstance(error, BackendUnavailable), error
+    backend, sid, name, grant = _released_on_the_way(proxy, make_backend)
     again = backend.acquire(sid, name)  # deletes the released term's node before joining the line
     assert again is not None and again.token > grant.token
     assert _renewed(backend, sid).owned == {name: again.token}
@@ -84,15 +78,17 @@ def test_a_waiter_whose_leaving_was_lost_is_never_reported_holding(
     assert held_node(raw, name) is None
 
 
-def _holding_behind(
+def _released_on_the_way(
     proxy: ZookeeperProxy, make_backend: BackendFactory
 ) -> tuple[ZookeeperBackend, str, str, Grant]:
-    """A session behind the proxy holding a new name."""
+    """A session behind the proxy that took a new name and whose release of it was lost."""
     backend = make_backend(proxy.hosts, timeout=5.0)
     sid = backend.open_session(10.0, "behind a proxy").session_id
     name = f"lost.{uuid.uuid4().hex[:12]}"
     grant = backend.acquire(sid, name)
     assert grant is not None
+    error = _lost_on_the_way(proxy, backend, sid, lambda: backend.release(sid, name, grant.token))
+    assert isinstance(error, BackendUnavailable), error
     return backend, sid, name, grant
 
 
