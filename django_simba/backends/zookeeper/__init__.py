@@ -28,7 +28,7 @@ How it works:
   a line in zxid order, so tokens strictly increase across terms of a name (they are not
   consecutive) and never reset.
 * Release deletes the term's own node; the next waiter in line, watching it, holds the name at
-  once and is told by a HANDED_OVER notification (``line.py``, ``session.py``). Group changes
+  once and is told by a HANDED_OVER notification (``line.py``, ``leases.py``). Group changes
   are watched too, including the creation of a group that did not exist yet. ``members`` syncs
   the group node first, so a join that returned is always listed.
 * The session requests a timeout of the lease duration; the server clamps it to
