@@ -12,8 +12,8 @@ its nodes stands is kept in ``places.py``.
   way to delete a newer holder's node, whoever else deleted or created what meanwhile. A delete
   that failed is sent again ahead of the next keep-alive's requests, ahead of the next acquire
   of that name, or by a release of that term asked again, until one succeeds.
-* A keep-alive hands over the nodes it found that nobody here knew of (creates whose reply was
-  lost): ``adopt_lost_creates`` looks at each, holds it when first in line, deletes it otherwise.
+* The nodes a keep-alive found that nobody here knew of (creates whose reply was lost) go to
+  ``adopt_lost_creates``: it looks at each, holds it when first in line, deletes it otherwise.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ take it for a lost create) and the names whose line is known to exist.
 Order comes from the sequence numbers of ``ZkSession.send``: ZooKeeper answers one session's
 requests in the order they were queued, so a listing says something of a node only when it was
 sent after the request that created or deleted it. ``Places`` is thread-safe (callers' threads
-and kazoo's watch callbacks change it); it never does I/O and never calls out under its lock.
+and kazoo's watch callbacks change it); it does no I/O and calls nothing outside itself.
 """
 
 from __future__ import annotations
