@@ -28,7 +28,7 @@ How it works:
   a line in zxid order, so tokens strictly increase across terms of a name (they are not
   consecutive) and never reset.
 * Release deletes the term's own node; the next waiter in line, watching it, holds the name at
-  once and is told by a HANDED_OVER notification (``line.py``, ``session.py``). Group changes
+  once and is told by a HANDED_OVER notification (``line.py``, ``leases.py``). Group changes
   are watched too, including the creation of a group that did not exist yet. ``members`` syncs
   the group node first, so a join that returned is always listed.
 * The session requests a timeout of the lease duration; the server clamps it to
@@ -42,6 +42,8 @@ How it works:
   exactly the nodes this session has in lines. A create whose reply was lost (connection loss,
   timeout) may have been applied: such a node appears in that list; first in its line it is
   reported as held by the next keep-alive (and the engine releases it), otherwise it is deleted.
+  A release whose delete failed is not such a node: it stays "leaving" until a delete sent
+  again (by the next keep-alive, or acquire of that name) succeeds, and is never reported held.
 * While the client is disconnected, keep-alive and acquire fail, so the engine's local deadline
   runs out; when ZooKeeper reports the session expired, the session is expired.
 

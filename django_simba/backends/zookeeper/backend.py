@@ -120,7 +120,7 @@ class ZookeeperBackend(LeaseBackend):
     def _acquire(self, session_id: str, name: str, wait: bool) -> Grant | None:
         session = self._session(session_id)
         try:
-            return session.acquire(name, self._deadline(), self._prepare_layout, wait=wait)
+            return session.leases.acquire(name, self._deadline(), self._prepare_layout, wait=wait)
         except SessionExpired:
             self._forget(session)
             raise
@@ -129,13 +129,13 @@ class ZookeeperBackend(LeaseBackend):
         with self._mutex:
             session = self._by_id.get(session_id)
         if session is not None:
-            session.stop_waiting(name, self._deadline())
+            session.leases.stop_waiting(name, self._deadline())
 
     def _release(self, session_id: str, name: str, token: int | None) -> None:
         with self._mutex:
             session = self._by_id.get(session_id)
         if session is not None:
-            session.release(name, self._deadline(), token)
+            session.leases.release(name, self._deadline(), token)
 
     def _owner(self, name: str) -> LeaseInfo | None:
         return self._observer.owner(name, self._deadline())
@@ -151,7 +151,7 @@ class ZookeeperBackend(LeaseBackend):
     def _join(self, session_id: str, group: str) -> None:
         session = self._session(session_id)
         try:
-            session.join(group, self._deadline(), self._prepare_layout)
+            session.groups.join(group, self._deadline(), self._prepare_layout)
         except SessionExpired:
             self._forget(session)
             raise
@@ -160,7 +160,7 @@ class ZookeeperBackend(LeaseBackend):
         with self._mutex:
             session = self._by_id.get(session_id)
         if session is not None:
-            session.leave(group, self._deadline())
+            session.groups.leave(group, self._deadline())
 
     def _members(self, group: str) -> list[Member]:
         return self._observer.members(group, self._deadline())

@@ -4,99 +4,55 @@ The client is never pointed at another ZooKeeper session: once kazoo reports the
 (expired or closed), or connects under another session id, the Simba session has ended for good
 and every later call raises ``SessionExpired``.
 
-A session's place in a name's line is an ephemeral sequential node (``line.py``), tracked here
-with the position of its create in the order in which requests were queued on the client
-(ZooKeeper answers one session's requests in that order):
+Every request of the session goes through ``send``, which numbers requests in the order they
+are queued on the client (ZooKeeper answers one session's requests in that order), so a reply
+can be placed before or after another. What the session holds, waits for and deletes is in
+``places.py``; the requests on lease lines in ``leases.py``, on groups in ``groups.py``.
 
-* ``acquire`` sends, back to back in one round trip, the create of the session's node and a
-  listing of the line. First in line: the name is held, with the node's czxid as token. Not first:
-  a caller that does not wait deletes its node again; one that waits stays in line, watching the
-  nodes ahead of it (``_Watch``). Once none is left, the name is ours, without asking: no node can
-  join a line ahead of ours. It is announced as HANDED_OVER, and nobody else is woken.
-* ``release`` deletes the term's own node, a path no other term ever has: one request, and no
-  way to delete a newer holder's node, whoever else deleted or created what meanwhile.
 * ``keep_alive`` sends, back to back, a write of the session node (its mtime tells observers when
   the session was last renewed, and as a write it brings the connected server up to date) and a
   ``getEphemerals`` of the leases directory: the nodes this ZooKeeper session really owns. A node
   created before that request and missing from the list was deleted (released or force
   released). A listed node the session did not know of (a create whose reply was lost) is looked
-  at once: first in line, it is reported as held; otherwise it is deleted. One round trip
-  whatever the number of leases.
+  at once: first in line, it is reported as held; otherwise it is deleted. A node being deleted
+  is never such a node: the deletes that failed before go first in the same round trip, and the
+  listing says whether they succeeded. One round trip whatever the number of leases.
 * A watchdog (``watchdog.py``) ends a session that no keep-alive renewed within its lease, since
   kazoo's own heartbeats would keep it alive forever.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, SessionExpiredError
-from kazoo.protocol.states import Callback, EventType, WatchedEvent
+from kazoo.protocol.states import Callback
 
-from ...spi import (
-    BackendTimeout,
-    BackendUnavailable,
-    Grant,
-    Notification,
-    NotificationKind,
-    Renewal,
-    SessionExpired,
-)
-from . import line
-from .client import create_container_async, get_ephemerals_async, negotiated_timeout, new_client
+from ...spi import BackendTimeout, BackendUnavailable, Notification, Renewal, SessionExpired
+from . import requests
+from .client import negotiated_timeout, new_client
 from .errors import Deadline, translate, wait
+from .groups import Groups
 from .layout import Layout, SessionRecord, format_session_id
+from .leases import Leases
 from .options import ZookeeperOptions
+from .places import WATCHED_AHEAD as _WATCHED_AHEAD  # noqa: F401  (the line tests read it here)
+from .places import Places
+from .requests import Request, Sent
 
 logger = logging.getLogger("django_simba.backends.zookeeper")
 
 LayoutPreparer = Callable[[KazooClient, Deadline], None]
 Announcer = Callable[[Notification], None]
 
-_WATCHED_AHEAD = 4  # see _Watch
-_LINES_REMEMBERED = 4096  # names whose line is known to exist: their acquire does not create it
-_CREATE_ATTEMPTS = 4  # a node can vanish between our create and our look at it; retry a few times
-
-
-@dataclass(frozen=True, slots=True)
-class _Node:
-    """One of the session's nodes in a name's line."""
-
-    path: str
-    token: int  # its czxid
-    seq: int  # position of its create in the client's request order
-
-
-@dataclass(slots=True)
-class _Watch:
-    """The watches a waiting node set on nodes ahead of it in line.
-
-    A waiter watches every node ahead of it while they are few (``_WATCHED_AHEAD``): when the
-    last of them goes, the name is ours, since no node can join a line ahead of ours, and no
-    request is needed to know it. Further back it watches only the node just ahead, and lists
-    the line again when that one goes, so that one release wakes a few waiters at most.
-    """
-
-    node: _Node
-    ahead: set[str]  # watched nodes not seen gone yet
-    whole: bool  # the watched nodes are all the nodes that were ahead
-
-
-class _NodeGone(Exception):
-    """The session's node is no longer in its line (deleted by someone, or left meanwhile)."""
-
 
 class ZkSession:
-    """A live ZooKeeper session with the leases and memberships it holds."""
+    """A live ZooKeeper session; its leases (``leases``) and memberships (``groups``)."""
 
     def __init__(
         self,
@@ -120,18 +76,15 @@ class ZkSession:
         self.renew_by = time.monotonic() + lease
         #: why the session ended; empty while it is live
         self.ended_because = ""
-        self._mutex = threading.Lock()
-        self._held: dict[str, _Node] = {}  # first in line: the name is ours
-        self._waiting: dict[str, _Node] = {}  # further back in line
-        self._watches: dict[str, _Watch] = {}  # of the waiting nodes: the latest watch set for each
-        self._leaving: set[str] = set()  # paths of nodes being deleted
-        self._creating: dict[str, int] = {}  # names with a create on its way
-        self._lines_seen: OrderedDict[str, None] = OrderedDict()  # most recently used last
-        self._seq = 0
+        self._mutex = threading.Lock()  # the lifecycle's state, and the order of requests
+        self._queued = 0  # requests queued so far: the last one's sequence number
         self._connected = False
         self._state_changed = threading.Condition(self._mutex)
         self._stopped = threading.Event()
         self._stopping = False
+        self.places = Places()
+        self.leases = Leases(self)
+        self.groups = Groups(self)
         client.add_listener(self._on_state)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -169,10 +122,8 @@ class ZkSession:
             path = layout.session(session.session_id)
             record = SessionRecord(metadata, lease, session.timeout).encode()
             acl = session.security.acl_for(path)
-            result, _ = session._send(
-                lambda: session.client.create_async(path, record, acl=acl, ephemeral=True)
-            )
-            session._wait(result, deadline, "creating the session node")
+            (created,) = session.send(requests.create(path, record, acl, with_stat=False))
+            session.wait(created, deadline, "creating the session node")
             with session._mutex:
                 session.renew_by = time.monotonic() + lease
         except BaseException as error:
@@ -212,9 +163,7 @@ class ZkSession:
         if self.ended_because:
             return False
         self.ended_because = reason
-        self._held.clear()
-        self._waiting.clear()
-        self._watches.clear()
+        self.places.close()
         self._state_changed.notify_all()
         return True
 
@@ -248,14 +197,12 @@ class ZkSession:
             if self._connected:
                 self.timeout = negotiated_timeout(self.client) or self.timeout
             self._state_changed.notify_all()
-            waiting = list(self._waiting.items()) if reconnected else []
-            if reconnected:
-                self._watches.clear()  # kazoo dropped them with the connection
+            waiting = self.places.after_reconnection() if reconnected else []
         if state == KazooState.LOST and self.zk_id:
             self.end("ZooKeeper reported the session lost (expired or closed)")
-        for name, node in waiting:
+        for node in waiting:
             # kazoo dropped our watches with the connection: look at each line again, off this thread
-            self.client.handler.dispatch_callback(Callback("watch", self._look_at_line, (name, node)))
+            self.client.handler.dispatch_callback(Callback("watch", self.leases.look_at_line, (node,)))
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -282,18 +229,35 @@ class ZkSession:
             if not self._connected:
                 raise BackendUnavailable(f"ZooKeeper session {self.session_id} is disconnected")
 
-    def _send(self, request: Callable[[], Any]) -> tuple[Any, int]:
-        """Queue one request; its sequence number is its place in the session's request order."""
+    def check_own(self, stat: Any) -> None:
+        """A node just created must belong to this ZooKeeper session.
+
+        If not, kazoo re-created the session after an expiry: that node dies with the client.
+        """
+        if stat.ephemeralOwner != self.zk_id:
+            self.end("kazoo connected under another ZooKeeper session")
+            raise SessionExpired(self.session_id)
+
+    # -- requests -------------------------------------------------------------------------
+
+    def send(self, *queued: Request) -> list[Sent]:
+        """Queue requests back to back (one round trip), each numbered by its place in the order.
+
+        Raises SessionExpired once the session ended.
+        """
         with self._mutex:
             if self.ended_because:
                 raise SessionExpired(self.session_id)
-            self._seq += 1
-            return request(), self._seq
+            sent = []
+            for request in queued:
+                self._queued += 1
+                sent.append(Sent(request(self.client), self._queued))
+            return sent
 
-    def _wait(self, result: Any, deadline: Deadline, what: str) -> Any:
+    def wait(self, sent: Sent, deadline: Deadline, what: str) -> Any:
         """Wait for a reply; NoNode and NodeExists pass through, the rest becomes our exceptions."""
         try:
-            return wait(result, deadline, what)
+            return wait(sent.result, deadline, what)
         except (NoNodeError, NodeExistsError):
             raise
         except SessionExpiredError as error:
@@ -312,370 +276,23 @@ class ZkSession:
         self.ensure_live(deadline)
         path = self.layout.session(self.session_id)
         record = SessionRecord(self.metadata, lease, self.timeout).encode()
-        with self._mutex:
-            if self.ended_because:
-                raise SessionExpired(self.session_id)
-            self._seq += 1
-            seq = self._seq
-            renewal = self.client.set_async(path, record)
-            listing = get_ephemerals_async(self.client, self.layout.leases + "/")
+        renewal, listing = self.leases.send_after_failed_deletes(
+            None, requests.write(path, record), requests.own_ephemerals(self.layout.leases + "/")
+        )
         try:
-            self._wait(renewal, deadline, "renewing the session")
-            paths = self._wait(listing, deadline, "listing the session's leases")
+            self.wait(renewal, deadline, "renewing the session")
+            paths = self.wait(listing, deadline, "listing the session's leases")
         except NoNodeError:
             self.end("its session node was deleted")
             raise SessionExpired(self.session_id) from None
         found = ((path, self.layout.lease_of(path)) for path in map(self.client.unchroot, paths))
-        listed = {path: place for path, place in found if place is not None}
+        listed = {path: place[0] for path, place in found if place is not None}
         with self._mutex:
             if self.ended_because:
                 raise SessionExpired(self.session_id)
             self.renew_by = time.monotonic() + lease
             self.lease = lease
-            for nodes in (self._held, self._waiting):
-                for name, node in list(nodes.items()):
-                    if node.seq < seq and node.path not in listed:
-                        self._drop(name, node)  # released or force-released since it was created
-            known = self._known_paths()
-            unknown = [
-                (path, name)
-                for path, (name, _) in listed.items()
-                if path not in known and name not in self._creating
-            ]
+        unknown = self.places.reconcile(listed, listing.seq)
         if unknown:
-            self._adopt(unknown, seq, deadline)
-        with self._mutex:
-            owned = {name: node.token for name, node in self._held.items()}
-        return Renewal(self.term(lease), owned)
-
-    def _known_paths(self) -> set[str]:
-        return {node.path for nodes in (self._held, self._waiting) for node in nodes.values()} | self._leaving
-
-    def _adopt(self, unknown: list[tuple[str, str]], seq: int, deadline: Deadline) -> None:
-        """Nodes of ours nobody here knew of (creates whose reply was lost): hold or delete each."""
-        with self._mutex:
-            names = {name for _, name in unknown}
-            lines = {name: self.client.get_children_async(self.layout.lease(name)) for name in names}
-            stats = {path: self.client.exists_async(path) for path, _ in unknown}
-        strays = []
-        for path, name in unknown:
-            try:
-                children = self._wait(lines[name], deadline, f"listing the line of {name!r}")
-            except NoNodeError:
-                continue
-            stat = self._wait(stats[path], deadline, f"reading {path}")
-            node = path.rpartition("/")[2]
-            ahead = line.ahead_of(node, children)
-            if stat is None or ahead is None:
-                continue  # deleted meanwhile
-            with self._mutex:
-                if path in self._known_paths() or self.ended_because:
-                    continue
-                if not ahead and name not in self._held:
-                    logger.info("django-simba: session %s holds %r (a reply was lost)", self.session_id, name)
-                    self._held[name] = _Node(path, stat.czxid, seq)
-                    continue
-                self._leaving.add(path)
-            strays.append(path)
-        for path in strays:
-            self._delete(path, deadline)
-
-    # -- leases ---------------------------------------------------------------------------
-
-    def acquire(
-        self, name: str, deadline: Deadline, prepare_layout: LayoutPreparer, *, wait: bool = False
-    ) -> Grant | None:
-        self.ensure_live(deadline)
-        directory = self.layout.lease(name)
-        with self._mutex:
-            mine = self._held.get(name) or self._waiting.get(name)
-            if mine is not None:
-                self._seq += 1
-                listing = self.client.get_children_async(directory)
-        if mine is not None:
-            try:
-                children = self._wait(listing, deadline, f"listing {directory}")
-            except NoNodeError:
-                children = []
-            with contextlib.suppress(_NodeGone):
-                return self._take_place(name, mine, children, wait, deadline)
-        acl = self.security.acl_for(directory)
-        prefix = f"{directory}/{line.node_prefix(self.session_id)}"
-        data = self.session_id.encode()
-        for _ in range(_CREATE_ATTEMPTS):
-            with self._mutex:  # queued together: ZooKeeper answers them in this order
-                if self.ended_because:
-                    raise SessionExpired(self.session_id)
-                if name not in self._lines_seen:
-                    # likely a new line: create it first, in the same round trip (if it exists
-                    # already, the failed create costs only that request; its reply is not needed)
-                    self._seq += 1
-                    create_container_async(self.client, directory, acl)
-                self._seq += 2
-                seq = self._seq - 1
-                self._creating[name] = self._creating.get(name, 0) + 1
-                created = self.client.create_async(
-                    prefix, data, acl=acl, ephemeral=True, sequence=True, include_data=True
-                )
-                listing = self.client.get_children_async(directory)
-            try:
-                try:
-                    path, stat = self._wait(created, deadline, f"joining the line of {name!r}")
-                except NoNodeError:
-                    self._create_line(directory, acl, deadline, prepare_layout)
-                    continue
-                if stat.ephemeralOwner != self.zk_id:
-                    # kazoo re-created the session after an expiry: that node dies with the client
-                    self.end("kazoo connected under another ZooKeeper session")
-                    raise SessionExpired(self.session_id)
-                node = _Node(path, stat.czxid, seq)
-                with self._mutex:
-                    self._waiting[name] = node  # until the listing says where it stands
-                    self._saw_line(name)
-                children = self._wait(listing, deadline, f"listing {directory}")
-            finally:
-                with self._mutex:
-                    self._creating[name] -= 1
-                    if not self._creating[name]:
-                        del self._creating[name]
-            with contextlib.suppress(_NodeGone):
-                return self._take_place(name, node, children, wait, deadline)
-        raise BackendUnavailable(f"the line of {name!r} kept disappearing under us")
-
-    def _saw_line(self, name: str) -> None:
-        """Remember that ``name``'s line exists (mutex held), for the last few thousand names."""
-        self._lines_seen[name] = None
-        self._lines_seen.move_to_end(name)
-        if len(self._lines_seen) > _LINES_REMEMBERED:
-            self._lines_seen.popitem(last=False)
-
-    def _take_place(
-        self, name: str, node: _Node, children: list[str], wait: bool, deadline: Deadline
-    ) -> Grant | None:
-        """Where ``node`` stands in ``children``: the grant, or ``None`` (refused)."""
-        ahead = line.ahead_of(node.path.rpartition("/")[2], children)
-        with self._mutex:
-            if self.ended_because:
-                raise SessionExpired(self.session_id)
-            mine = self._held.get(name) is node or self._waiting.get(name) is node
-            if ahead is None or not mine:
-                self._drop(name, node)
-                raise _NodeGone
-            if not ahead:
-                self._drop(name, node)
-                self._held[name] = node
-                return Grant(name, node.token, self.remaining())
-            if not wait:
-                self._drop(name, node)
-                self._leaving.add(node.path)
-        if wait:
-            self._watch(name, node, ahead)
-        else:
-            self._delete(node.path, deadline)
-        return None
-
-    def _drop(self, name: str, node: _Node) -> None:
-        for nodes in (self._held, self._waiting):
-            if nodes.get(name) is node:
-                del nodes[name]
-        if (watch := self._watches.get(name)) is not None and watch.node is node:
-            del self._watches[name]
-
-    def _create_line(
-        self, directory: str, acl: list[Any], deadline: Deadline, prepare_layout: LayoutPreparer
-    ) -> None:
-        result, _ = self._send(lambda: create_container_async(self.client, directory, acl))
-        try:
-            self._wait(result, deadline, f"creating {directory}")
-        except NodeExistsError:
-            pass
-        except NoNodeError:
-            prepare_layout(self.client, deadline)  # someone deleted our parent nodes
-
-    # The watches on the nodes ahead run on kazoo's threads: every request here is asynchronous.
-
-    def _watch(self, name: str, node: _Node, ahead: list[str]) -> None:
-        """Wait for the nodes ahead to go (see ``_Watch``)."""
-        watched = ahead if len(ahead) <= _WATCHED_AHEAD else ahead[-1:]
-        watch = _Watch(node, set(watched), whole=len(watched) == len(ahead))
-        with self._mutex:
-            if self._waiting.get(name) is not node or self.ended_because:
-                return
-            if self._watches.get(name) == watch:
-                return  # an attempt again while in line: the watches set last time still stand
-            self._watches[name] = watch
-            self._seq += len(watched)
-            looks = [
-                (
-                    child,
-                    self.client.exists_async(
-                        self.layout.lease_node(name, child),
-                        watch=functools.partial(self._ahead_changed, name, watch, child),
-                    ),
-                )
-                for child in watched
-            ]
-        for child, looked in looks:
-            looked.rawlink(functools.partial(self._ahead_looked_at, name, watch, child))
-
-    def _ahead_looked_at(self, name: str, watch: _Watch, child: str, result: Any) -> None:
-        try:
-            gone = result.get_nowait() is None
-        except Exception:
-            return  # the connection failed: every line is looked at again on reconnection
-        if gone:
-            self._ahead_gone(name, watch, child)
-
-    def _ahead_changed(self, name: str, watch: _Watch, child: str, event: WatchedEvent) -> None:
-        if event.type == EventType.NONE:
-            return  # kazoo dropped the watch with the connection: see _on_state
-        if event.type == EventType.DELETED:
-            self._ahead_gone(name, watch, child)
-        else:
-            with self._mutex:  # that watch is spent: set them all again after a look
-                if self._watches.get(name) is watch:
-                    del self._watches[name]
-            self._look_at_line(name, watch.node)
-
-    def _ahead_gone(self, name: str, watch: _Watch, child: str) -> None:
-        with self._mutex:
-            if self._watches.get(name) is not watch or child not in watch.ahead:
-                return  # a watch set before the line was looked at again, or already counted
-            watch.ahead.discard(child)
-            if watch.ahead:
-                return
-        if watch.whole:
-            self._handed(name, watch.node)  # nobody is left ahead: no node can join there
-        else:
-            self._look_at_line(name, watch.node)  # who is ahead now?
-
-    def _look_at_line(self, name: str, node: _Node) -> None:
-        with self._mutex:
-            if self._waiting.get(name) is not node:
-                return  # held, given up, or ended meanwhile
-        try:
-            listing, _ = self._send(lambda: self.client.get_children_async(self.layout.lease(name)))
-        except SessionExpired:
-            return
-        listing.rawlink(functools.partial(self._line_listed, name, node))
-
-    def _line_listed(self, name: str, node: _Node, result: Any) -> None:
-        try:
-            children = result.get_nowait()
-        except NoNodeError:
-            children = []
-        except Exception:
-            return  # the connection failed: every line is looked at again on reconnection
-        ahead = line.ahead_of(node.path.rpartition("/")[2], children)
-        if ahead is None:
-            with self._mutex:
-                self._drop(name, node)  # deleted by someone: the engine's next attempt joins again
-        elif not ahead:
-            self._handed(name, node)
-        else:
-            self._watch(name, node, ahead)
-
-    def _handed(self, name: str, node: _Node) -> None:
-        with self._mutex:
-            if self._waiting.get(name) is not node or self.ended_because:
-                return
-            del self._waiting[name]
-            self._watches.pop(name, None)
-            self._held[name] = node
-        self.announce(Notification(NotificationKind.HANDED_OVER, name, self.session_id, node.token))
-
-    def stop_waiting(self, name: str, deadline: Deadline) -> None:
-        """Leave the name's line; a term already handed to this session stays."""
-        with self._mutex:
-            node = self._waiting.pop(name, None)
-            self._watches.pop(name, None)
-            if node is None or self.ended_because:
-                return
-            self._leaving.add(node.path)
-        self._delete(node.path, deadline)
-
-    def release(self, name: str, deadline: Deadline, token: int | None = None) -> None:
-        """Delete the term's node if this session holds ``name`` (with ``token``, that term).
-
-        A session that ended holds nothing.
-        """
-        with self._mutex:
-            node = self._held.get(name)
-            if node is None or self.ended_because or (token is not None and node.token != token):
-                return
-            del self._held[name]
-            self._leaving.add(node.path)
-        self._delete(node.path, deadline)
-
-    def _delete(self, path: str, deadline: Deadline) -> None:
-        """Delete one of our nodes (in ``_leaving`` until done); a failure leaves it to a keep-alive."""
-        try:
-            result, _ = self._send(lambda: self.client.delete_async(path))
-            with contextlib.suppress(NoNodeError):
-                self._wait(result, deadline, f"deleting {path}")
-        except SessionExpired:
-            return  # its ephemeral nodes are gone with it
-        finally:
-            with self._mutex:
-                self._leaving.discard(path)
-
-    # -- groups ---------------------------------------------------------------------------
-
-    def join(self, group: str, deadline: Deadline, prepare_layout: LayoutPreparer) -> None:
-        self.ensure_live(deadline)
-        path = self.layout.member(group, self.session_id)
-        acl = self.security.acl_for(path)
-        data = self.metadata.encode()
-        for _ in range(_CREATE_ATTEMPTS):
-            result, _ = self._send(
-                lambda: self.client.create_async(path, data, acl=acl, ephemeral=True, include_data=True)
-            )
-            try:
-                _, stat = self._wait(result, deadline, f"creating {path}")
-            except NodeExistsError:
-                if self._is_own_member(path, deadline):
-                    return
-                continue
-            except NoNodeError:
-                # no group node yet, or the server removed the empty container in between
-                self._create_group(group, deadline, prepare_layout)
-                continue
-            if stat.ephemeralOwner != self.zk_id:
-                self.end("kazoo connected under another ZooKeeper session")
-                raise SessionExpired(self.session_id)
-            return
-        raise BackendUnavailable(f"could not join group {group!r}: its node kept changing")
-
-    def _is_own_member(self, path: str, deadline: Deadline) -> bool:
-        result, _ = self._send(lambda: self.client.exists_async(path))
-        stat = self._wait(result, deadline, f"reading {path}")
-        if stat is None or stat.ephemeralOwner == self.zk_id:
-            return stat is not None
-        # a node at our own member path that is not ours (left by hand): replace it
-        result, _ = self._send(lambda: self.client.delete_async(path))
-        with contextlib.suppress(NoNodeError):
-            self._wait(result, deadline, f"deleting {path}")
-        return False
-
-    def _create_group(self, group: str, deadline: Deadline, prepare_layout: LayoutPreparer) -> None:
-        path = self.layout.group(group)
-        acl = self.security.acl_for(path)
-        for _ in range(2):
-            result, _ = self._send(lambda: create_container_async(self.client, path, acl))
-            try:
-                self._wait(result, deadline, f"creating group node {path}")
-                return
-            except NodeExistsError:
-                return
-            except NoNodeError:
-                prepare_layout(self.client, deadline)
-
-    def leave(self, group: str, deadline: Deadline) -> None:
-        if self.ended_because:
-            return
-        path = self.layout.member(group, self.session_id)
-        try:
-            result, _ = self._send(lambda: self.client.delete_async(path))
-            self._wait(result, deadline, f"deleting {path}")
-        except (NoNodeError, SessionExpired):
-            return
+            self.leases.adopt_lost_creates(unknown, listing.seq, deadline)
+        return Renewal(self.term(lease), self.places.owned())

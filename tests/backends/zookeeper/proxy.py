@@ -1,8 +1,9 @@
 """A TCP proxy in front of a ZooKeeper server, to lose replies and drop connections on purpose.
 
 ``swallow_replies()`` keeps forwarding requests to the server but throws its answers away, so a
-request is applied and its reply lost; ``cut()`` then closes every client connection (a FIN,
-as a broken network would end it), and ``forward()`` lets new connections through again.
+request is applied and its reply lost; ``swallow_requests()`` throws the requests away instead,
+so a request is never applied. ``cut()`` then closes every client connection (a FIN, as a broken
+network would end it), and ``forward()`` lets new connections through again.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ class ZookeeperProxy:
         self.port = int(self._listener.getsockname()[1])
         self._mutex = threading.Lock()
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
-        self._swallow = False
+        self._swallow_replies = False
+        self._swallow_requests = False
         self._closed = False
         threading.Thread(target=self._accept, name="zk-proxy-accept", daemon=True).start()
 
@@ -32,11 +34,15 @@ class ZookeeperProxy:
 
     def swallow_replies(self) -> None:
         with self._mutex:
-            self._swallow = True
+            self._swallow_replies = True
+
+    def swallow_requests(self) -> None:
+        with self._mutex:
+            self._swallow_requests = True
 
     def forward(self) -> None:
         with self._mutex:
-            self._swallow = False
+            self._swallow_replies = self._swallow_requests = False
 
     def cut(self) -> None:
         """Close every open client connection and its upstream connection."""
@@ -74,7 +80,7 @@ class ZookeeperProxy:
         try:
             while data := source.recv(65536):
                 with self._mutex:
-                    swallow = replies and self._swallow
+                    swallow = self._swallow_replies if replies else self._swallow_requests
                 if not swallow:
                     target.sendall(data)
         except OSError:
