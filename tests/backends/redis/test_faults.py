@@ -1,15 +1,17 @@
-"""Real faults on servers of the tests' own: restart, pause, eviction policy, CONFIG, WAIT, auth, TLS."""
+"""Real faults on servers of the tests' own: restart, pause, CONFIG disabled, WAIT, auth, TLS.
+
+Eviction settings are in ``test_eviction.py``.
+"""
 
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
 
-from django_simba.backends.redis import EvictionPolicyWarning, RedisBackend
+from django_simba.backends.redis import RedisBackend
 from django_simba.spi import (
     BackendTimeout,
     BackendUnavailable,
@@ -89,29 +91,6 @@ def test_paused_server_times_out_then_recovers(own_redis: RedisProcess) -> None:
     assert once_reachable(lambda: backend.keep_alive(sid, 30)).remaining == pytest.approx(30, abs=0.1)
     wait_until(lambda: backend.notifying, 10, message="pub/sub back")
     backend.close()
-
-
-def test_allkeys_eviction_is_refused_and_volatile_warned(own_redis: RedisProcess) -> None:
-    with own_redis.client() as admin:
-        admin.config_set("maxmemory-policy", "allkeys-lru")
-        backend = RedisBackend({"url": own_redis.url}, timeout=2)
-        with pytest.raises(ConfigurationError, match="allkeys-lru"):
-            backend.open_session(5)
-        unchecked = RedisBackend({"url": own_redis.url, "check_eviction": False}, timeout=2)
-        assert unchecked.open_session(5).remaining == 5
-        unchecked.close()
-
-        admin.config_set("maxmemory-policy", "volatile-ttl")
-        with pytest.warns(EvictionPolicyWarning, match="volatile-ttl"):
-            assert backend.open_session(5).remaining == 5
-        backend.close()
-
-        admin.config_set("maxmemory-policy", "noeviction")
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            fresh = RedisBackend({"url": own_redis.url}, timeout=2)
-            fresh.open_session(5)
-            fresh.close()
 
 
 def test_disabled_config_needs_the_check_turned_off() -> None:

@@ -1,11 +1,12 @@
 -- KEYS: session, lease index, group index. ARGV: session id, lease ms.
--- Returns {0} when expired (after freeing what was left), else {1, lease ms, name, token, ...}.
+-- Returns {0} when expired (after freeing what was left, except leases still live: they expire on
+-- their own), else {1, lease ms, name, token, ...}.
 -- include: _free_session.lua
 local now = now_ms()
 local sid = ARGV[1]
 if not session_expiry(KEYS[1], now) then
   redis.call('DEL', KEYS[1])
-  free_session(sid, KEYS[2], KEYS[3])
+  free_session(sid, KEYS[2], KEYS[3], now)
   return {0}
 end
 local lease = tonumber(ARGV[2])
