@@ -43,10 +43,12 @@ Durability and operations, what an operator must know:
   a replica that missed the latest increment, or a restart without persistence, makes
   tokens go back (a restarted empty server starts every name at token 1 again, and every
   session is gone: holders get SessionExpired and open new sessions). Enable AOF
-  persistence; ``wait_replicas`` narrows the failover window (a new term counts only once
-  that many replicas acknowledged it, else the acquire fails and the term is given back),
-  and is refused on a Cluster. Where fencing must hold across failovers, use the database
-  backend on synchronous replication, or ZooKeeper.
+  persistence; ``wait_replicas`` narrows the failover window: every reply the engine
+  trusts (a new term, a term held already, a renewal, a join) counts only once that many
+  replicas acknowledged it, else the call fails with BackendUnavailable (a keep-alive then
+  counts as failed; a new term or membership is given back). It is refused on a Cluster.
+  Where fencing must hold across failovers, use the database backend on synchronous
+  replication, or ZooKeeper.
 * Leases are measured with Redis ``TIME``: a step of the Redis hosts' clocks shortens or
   lengthens every lease at once.
 * Run Redis with ``maxmemory-policy noeviction`` (the default), or without a ``maxmemory``.

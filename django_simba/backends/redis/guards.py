@@ -1,4 +1,4 @@
-"""Start-up guards: the eviction check, and WAIT's verdict on a new term.
+"""Start-up guards: the eviction check, and WAIT's verdict on what the engine is about to trust.
 
 Eviction happens only under a memory limit (``maxmemory`` > 0), and drops keys by policy:
 
@@ -89,10 +89,13 @@ def check_evictions(evictions: Mapping[str, Eviction]) -> None:
             warnings.warn(message, EvictionPolicyWarning, stacklevel=2)
 
 
-def require_replicas(acknowledged: int, wanted: int, name: str) -> None:
-    """After WAIT: a new term counts only once ``wanted`` replicas acknowledged it."""
+def require_replicas(acknowledged: int, wanted: int, what: str, outcome: str) -> None:
+    """After WAIT: a reply the engine would trust counts only once ``wanted`` replicas acknowledged it.
+
+    A failover to a replica that missed the write would otherwise undo what the engine trusts, e.g.
+    expire a lease before the holder's local deadline.
+    """
     if acknowledged < wanted:
         raise BackendUnavailable(
-            f"only {acknowledged} of {wanted} replicas acknowledged the new term of {name!r} in time; "
-            "the term was given back"
+            f"only {acknowledged} of {wanted} replicas acknowledged {what} in time; {outcome}"
         )

@@ -1,5 +1,6 @@
--- KEYS: session, lease index, lease, line. ARGV: session id, name, wait (1: join the line if refused).
--- Returns {-1} session expired, {0} held by another, {1, token, ms} already held, {2, token, ms} new term.
+-- KEYS: session, lease index, lease, line. ARGV: session id, name, wait (1: join the line if refused),
+-- replicated (1: a WAIT follows). Returns {-1} session expired, {0} held by another,
+-- {1, token, ms} already held, {2, token, ms} new term.
 -- include: _grant.lua
 local now = now_ms()
 local sid = ARGV[1]
@@ -18,6 +19,11 @@ if holder then
       if redis.call('PTTL', KEYS[4]) < expires - now then redis.call('PEXPIREAT', KEYS[4], expires) end
     end
     return {0}
+  end
+  if ARGV[4] == '1' then
+    -- rewritten as it is: a script that writes nothing leaves the WAIT after it covering only older
+    -- writes of this connection, not the renewal (maybe on another connection) that set this expiry
+    redis.call('HSET', KEYS[3], 'expires', fields[3])
   end
   return {1, tonumber(fields[2]), tonumber(fields[3]) - now}  -- listed in the index since its grant
 end
