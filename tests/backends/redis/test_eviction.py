@@ -18,7 +18,7 @@ import redis
 
 from django_simba.backends.redis import EvictionPolicyWarning, RedisBackend
 from django_simba.backends.redis.keys import lease_key, session_key, session_leases_key
-from django_simba.spi import ConfigurationError, SessionExpired
+from django_simba.spi import ConfigurationError, Grant, SessionExpired
 from django_simba.testing import wait_until
 from tests.servers.redis_cluster import RedisClusterProcesses, RedisProcess, redis_server
 
@@ -48,43 +48,48 @@ def topology(request: pytest.FixtureRequest) -> Iterator[Topology]:
     raw.close()
 
 
+@dataclass
+class Evicted:
+    holder: str
+    waiter: str
+    grant: Grant
+    trusted_until: float  # the holder's local deadline for its term
+
+
+def evict_holder(topology: Topology, name: str, lease: float) -> Evicted:
+    """A session holds ``name``, another waits; the holder's hash is evicted and its keep-alive says so."""
+    backend = topology.backend
+    holder = backend.open_session(lease, "holder").session_id
+    waiter = backend.open_session(30, "waiter").session_id
+    sent = time.monotonic()
+    grant = backend.acquire(holder, name)
+    assert grant is not None
+    assert backend.acquire(waiter, name, wait=True) is None  # on a single node: first in line
+    topology.raw.delete(session_key(holder))  # what an eviction of the session hash does
+    with pytest.raises(SessionExpired):
+        backend.keep_alive(holder, lease)  # the holder learns it; its leases must not be freed by it
+    return Evicted(holder, waiter, grant, sent + grant.remaining * (1 - DRIFT))
+
+
 def test_a_lease_of_an_evicted_session_is_not_taken_before_its_holder_stops_trusting_it(
     topology: Topology, unique: str
 ) -> None:
     backend = topology.backend
-    holder = backend.open_session(30, "holder").session_id
-    waiter = backend.open_session(30, "waiter").session_id
-    sent = time.monotonic()
-    grant = backend.acquire(holder, unique)
-    assert grant is not None
-    trusted_until = sent + grant.remaining * (1 - DRIFT)
-    assert backend.acquire(waiter, unique, wait=True) is None  # on a single node: first in line
-
-    topology.raw.delete(session_key(holder))  # what an eviction of the session hash does
-    with pytest.raises(SessionExpired):
-        backend.keep_alive(holder, 30)  # the holder learns it; its leases must not be freed by it
-
-    assert backend.acquire(waiter, unique, wait=True) is None
+    evicted = evict_holder(topology, unique, 30)
+    assert backend.acquire(evicted.waiter, unique, wait=True) is None
     info = backend.owner(unique)
-    assert info is not None and (info.session_id, info.token) == (holder, grant.token)
+    assert info is not None and (info.session_id, info.token) == (evicted.holder, evicted.grant.token)
     assert info.remaining > 20
-    assert time.monotonic() < trusted_until  # all of the above while the holder could still trust it
+    assert time.monotonic() < evicted.trusted_until  # all of the above while the holder could trust it
 
 
 def test_a_lease_of_an_evicted_session_is_free_once_its_own_expiry_passed(
     topology: Topology, unique: str
 ) -> None:
     backend = topology.backend
-    holder = backend.open_session(1, "holder").session_id
-    waiter = backend.open_session(30, "waiter").session_id
-    grant = backend.acquire(holder, unique)
-    assert grant is not None
-    topology.raw.delete(session_key(holder))
-    with pytest.raises(SessionExpired):
-        backend.keep_alive(holder, 1)
-
-    taken = wait_until(lambda: backend.acquire(waiter, unique), 10, message="the lease's own expiry")
-    assert taken.token == grant.token + 1
+    evicted = evict_holder(topology, unique, 1)
+    taken = wait_until(lambda: backend.acquire(evicted.waiter, unique), 10, message="the lease's expiry")
+    assert taken.token == evicted.grant.token + 1
 
 
 def test_real_volatile_eviction_leaves_the_lease_to_its_holder() -> None:
@@ -123,29 +128,26 @@ def test_real_volatile_eviction_leaves_the_lease_to_its_holder() -> None:
 # -- the start-up check ------------------------------------------------------------------------
 
 
-def test_allkeys_eviction_is_refused_whatever_the_memory_limit(own_redis: RedisProcess) -> None:
+@pytest.mark.parametrize(
+    ("policy", "maxmemory", "reason"),
+    [
+        ("allkeys-lru", "0", "allkeys-lru"),  # a limit set later would arm it: refused all the same
+        ("allkeys-random", "1gb", "allkeys-random"),
+        ("volatile-lru", "1gb", r"volatile-lru and maxmemory"),
+    ],
+)
+def test_evicting_settings_are_refused_unless_the_check_is_off(
+    own_redis: RedisProcess, policy: str, maxmemory: str, reason: str
+) -> None:
     with own_redis.client() as admin:
-        for limit in ("0", "1gb"):
-            admin.config_set("maxmemory", limit)
-            admin.config_set("maxmemory-policy", "allkeys-lru")
-            backend = RedisBackend({"url": own_redis.url}, timeout=2)
-            with pytest.raises(ConfigurationError, match="allkeys-lru"):
-                backend.open_session(5)
-            unchecked = RedisBackend({"url": own_redis.url, "check_eviction": False}, timeout=2)
-            assert unchecked.open_session(5).remaining == 5
-            unchecked.close()
-
-
-def test_volatile_eviction_is_refused_under_a_memory_limit(own_redis: RedisProcess) -> None:
-    with own_redis.client() as admin:
-        admin.config_set("maxmemory", "1gb")
-        admin.config_set("maxmemory-policy", "volatile-lru")
-        backend = RedisBackend({"url": own_redis.url}, timeout=2)
-        with pytest.raises(ConfigurationError, match=r"volatile-lru.*maxmemory"):
-            backend.open_session(5)
-        unchecked = RedisBackend({"url": own_redis.url, "check_eviction": False}, timeout=2)
-        assert unchecked.open_session(5).remaining == 5
-        unchecked.close()
+        admin.config_set("maxmemory", maxmemory)
+        admin.config_set("maxmemory-policy", policy)
+    backend = RedisBackend({"url": own_redis.url}, timeout=2)
+    with pytest.raises(ConfigurationError, match=reason):
+        backend.open_session(5)
+    unchecked = RedisBackend({"url": own_redis.url, "check_eviction": False}, timeout=2)
+    assert unchecked.open_session(5).remaining == 5
+    unchecked.close()
 
 
 def test_volatile_policy_without_a_memory_limit_is_only_warned(own_redis: RedisProcess) -> None:
