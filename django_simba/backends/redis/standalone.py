@@ -100,8 +100,10 @@ class StandaloneStore(BaseStore):
     def _run(self, script: Script, keys: Sequence[str], args: Sequence[str | int]) -> tuple[Any, int]:
         """Run ``script``; with ``wait_replicas``, then WAIT for its writes: (reply, replicas that acked).
 
-        WAIT needs the connection that wrote: it goes in the same pipeline, still one round trip, and
-        covers every write the primary made before (replication is one ordered stream).
+        WAIT counts the writes of the connection it is sent on: it goes in the same pipeline, still
+        one round trip. Replication is one ordered stream, so it also covers every write the primary
+        made before the script's own; a script that vouches for older writes therefore writes
+        something itself (keep-alive and join always do; acquire does when it reports a held term).
         """
         if not self.wait_replicas:
             return self.scripting.run(script, keys, args), 0
