@@ -43,17 +43,25 @@ Durability and operations, what an operator must know:
   a replica that missed the latest increment, or a restart without persistence, makes
   tokens go back (a restarted empty server starts every name at token 1 again, and every
   session is gone: holders get SessionExpired and open new sessions). Enable AOF
-  persistence; ``wait_replicas`` narrows the failover window (a new term counts only once
-  that many replicas acknowledged it, else the acquire fails and the term is given back),
-  and is refused on a Cluster. Where fencing must hold across failovers, use the database
-  backend on synchronous replication, or ZooKeeper.
+  persistence; ``wait_replicas`` narrows the failover window: every reply the engine
+  trusts (a new term, a term held already, a renewal, a join) counts only once that many
+  replicas acknowledged it, else the call fails with BackendUnavailable (a keep-alive then
+  counts as failed; a new term or membership is given back). It is refused on a Cluster.
+  Where fencing must hold across failovers, use the database backend on synchronous
+  replication, or ZooKeeper.
 * Leases are measured with Redis ``TIME``: a step of the Redis hosts' clocks shortens or
   lengthens every lease at once.
-* Run Redis with ``maxmemory-policy noeviction`` (the default). The backend refuses to start
-  on ``allkeys-*`` (an evicted lease hash resets its token) and warns on ``volatile-*`` (an
-  evicted session hash ends the session early). Where ``CONFIG`` is disabled, check the
-  policy yourself and set ``check_eviction: False``. The policy and the memory limit are per
-  instance: another database number on the same server does not protect the keys.
+* Run Redis with ``maxmemory-policy noeviction`` (the default), or without a ``maxmemory``.
+  The backend refuses to start on ``allkeys-*`` whatever the limit (an evicted lease hash
+  resets its token, which nothing repairs, and a limit can be set later without a restart)
+  and on ``volatile-*`` under a limit (evicted session hashes and indexes end sessions early
+  and drop memberships of live sessions without telling them); ``volatile-*`` without a
+  limit evicts nothing and is warned. Where ``CONFIG`` is disabled, check these yourself and
+  set ``check_eviction: False``. Leases do not rely on the check: a keep-alive that finds its
+  session hash gone (evicted or expired) frees only the leases whose own expiry has passed,
+  so no other session takes a lease while its holder may still trust it. The policy and the
+  memory limit are per instance: another database number on the same server does not
+  protect the keys.
 * Timeouts: every round trip is bounded by the backend's timeout (socket and connect
   timeouts; redis-py's automatic retries are off). A single-node call is one round trip. A
   cluster call of several round trips sends no further step once its timeout has passed.
@@ -87,7 +95,7 @@ from ...spi import (
 )
 from .cluster import ClusterStore
 from .connection import cluster_client, standalone_client
-from .guards import check_eviction_policies, read_eviction_policies
+from .guards import check_evictions, read_evictions
 from .keys import (
     GROUP_PREFIX,
     HANDED_OVER,
@@ -166,7 +174,7 @@ class RedisBackend(LeaseBackend):
                 scripting = StandaloneScripting(standalone_client(self.settings, self.timeout))
             try:
                 if self.settings.check_eviction:
-                    check_eviction_policies(read_eviction_policies(scripting))
+                    check_evictions(read_evictions(scripting))
                 scripting.load_all()
             except BaseException:
                 scripting.close()

@@ -92,7 +92,8 @@ class ClusterStore(BaseStore):
         names, groups = _entries(lease_entries), _entries(group_entries)
         if not int(live):
             try:
-                self._free_what_is_left(session_id, list(names), list(groups))
+                # its hash may have been evicted early: live leases are left to expire on their own
+                self._free_what_is_left(session_id, list(names), list(groups), expired_only=True)
             except Exception as error:  # the session is gone either way; its leases expire on their own
                 logger.debug("django-simba: cleaning up expired session %s failed: %s", session_id, error)
             raise SessionExpired(session_id)
@@ -129,12 +130,17 @@ class ClusterStore(BaseStore):
         sent = self.clock()
         names, groups = self.scripting.run(SESSION_CLOSE, session_keys(session_id))
         self._check_budget(sent, "close")
-        self._free_what_is_left(session_id, list(names), list(groups))
+        self._free_what_is_left(session_id, list(names), list(groups), expired_only=False)
 
-    def _free_what_is_left(self, session_id: str, names: list[str], groups: list[str]) -> None:
-        """Free leases and memberships, then drop the indexes: a repeated close finishes the job."""
+    def _free_what_is_left(
+        self, session_id: str, names: list[str], groups: list[str], *, expired_only: bool
+    ) -> None:
+        """Free leases and memberships, then drop the indexes: a repeated close finishes the job.
+
+        ``expired_only``: free only the leases whose own expiry has passed (the session was found gone).
+        """
         if names or groups:
-            calls, _ = self._slot_calls(SLOT_FREE, session_id, names, groups, [])
+            calls, _ = self._slot_calls(SLOT_FREE, session_id, names, groups, [int(expired_only)])
             self.scripting.run_many(calls)
         self.scripting.command("DEL", session_leases_key(session_id), session_groups_key(session_id))
 

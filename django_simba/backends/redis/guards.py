@@ -1,11 +1,21 @@
-"""Start-up guards: the eviction policy check, and WAIT's verdict on a new term.
+"""Start-up guards: the eviction check, and WAIT's verdict on what the engine is about to trust.
 
-Lease hashes never expire and carry the token; an ``allkeys-*`` policy may evict one
-under memory pressure, and the next acquire of that name would start again at token 1.
-That breaks fencing silently, so the backend refuses to run on such a server. A
-``volatile-*`` policy may evict session hashes (they have a TTL), which only ends
-sessions early: it is allowed with a warning. The policy and the memory limit are per
-instance, so a separate database number does not help.
+Eviction happens only under a memory limit (``maxmemory`` > 0), and drops keys by policy:
+
+* ``allkeys-*`` may evict lease hashes, which never expire and carry the token: the next
+  acquire of that name would start again at token 1, which breaks fencing silently and
+  cannot be repaired afterwards. Refused whatever the limit, since a limit can be set at
+  any time without a restart, long after this check ran.
+* ``volatile-*`` may evict the keys that have a TTL: session hashes (a session ends
+  early), the session indexes (leases are no longer renewed; memberships drop out of
+  ``members`` while their session lives, and nothing tells the member) and the lines of
+  waiters. Refused under a limit; without one nothing is evicted, so it is only warned.
+
+The scripts do not rely on this check: a session found gone leaves its live leases to
+expire on their own time, so even an eviction the check could not see (``check_eviction``
+off, settings changed later) never lets another session take a lease its holder may still
+trust. The policy and the memory limit are per instance: another database number does
+not help.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from redis.exceptions import ResponseError
 
@@ -23,47 +34,68 @@ logger = logging.getLogger("django_simba.backends.redis")
 
 
 class EvictionPolicyWarning(RuntimeWarning):
-    """The Redis server may evict session keys (``volatile-*``): sessions can end early."""
+    """The Redis server would evict keys with a TTL (``volatile-*``) once a ``maxmemory`` is set."""
 
 
-def read_eviction_policies(scripting: Scripting) -> dict[str, str]:
-    """``maxmemory-policy`` of the server, or of every primary of a cluster, keyed by node."""
+@dataclass(frozen=True)
+class Eviction:
+    """A server's eviction settings: ``maxmemory-policy`` and ``maxmemory`` (bytes, 0: no limit)."""
+
+    policy: str
+    maxmemory: int
+
+
+def read_evictions(scripting: Scripting) -> dict[str, Eviction]:
+    """The eviction settings of the server, or of every primary of a cluster, keyed by node."""
     try:
         if isinstance(scripting, ClusterScripting):
             client = scripting.client
-            replies = client.config_get("maxmemory-policy", target_nodes=client.PRIMARIES)
-            return {str(node): str(reply.get("maxmemory-policy", "")) for node, reply in replies.items()}
-        reply = scripting.client.config_get("maxmemory-policy")
-        return {"server": str(reply.get("maxmemory-policy", ""))}
+            replies = client.config_get("maxmemory*", target_nodes=client.PRIMARIES)
+            return {str(node): _eviction(reply) for node, reply in replies.items()}
+        return {"server": _eviction(scripting.client.config_get("maxmemory*"))}
     except ResponseError as error:
         raise ConfigurationError(
             f"cannot read Redis's maxmemory-policy ({error}): CONFIG is disabled or not permitted. "
-            "Make sure the server runs with maxmemory-policy noeviction (or volatile-*), then set "
-            "OPTIONS 'check_eviction': False"
+            "Make sure the server runs with maxmemory-policy noeviction (or without a maxmemory), then "
+            "set OPTIONS 'check_eviction': False"
         ) from error
 
 
-def check_eviction_policies(policies: Mapping[str, str]) -> None:
-    """Refuse ``allkeys-*`` (tokens could reset); warn on ``volatile-*`` (sessions could end early)."""
-    for node, policy in sorted(policies.items()):
+def _eviction(reply: Mapping[str, str]) -> Eviction:
+    return Eviction(str(reply.get("maxmemory-policy", "")), int(reply.get("maxmemory") or 0))
+
+
+def check_evictions(evictions: Mapping[str, Eviction]) -> None:
+    """Refuse ``allkeys-*``, and ``volatile-*`` under a memory limit; warn on ``volatile-*`` without one."""
+    for node, eviction in sorted(evictions.items()):
+        policy = eviction.policy
         if policy.startswith("allkeys-"):
             raise ConfigurationError(
                 f"Redis {node} runs with maxmemory-policy {policy}: it may evict lease keys, which resets "
                 "their fencing tokens. Use noeviction (the default) or a dedicated instance"
             )
+        if policy.startswith("volatile-") and eviction.maxmemory > 0:
+            raise ConfigurationError(
+                f"Redis {node} runs with maxmemory-policy {policy} and maxmemory {eviction.maxmemory}: "
+                "under memory pressure it evicts session keys, which ends sessions early and drops group "
+                "memberships of live sessions. Use noeviction (the default) or a dedicated instance"
+            )
         if policy.startswith("volatile-"):
             message = (
-                f"Redis {node} runs with maxmemory-policy {policy}: under memory pressure it may evict "
-                "session keys, ending sessions early; noeviction is safer"
+                f"Redis {node} runs with maxmemory-policy {policy}: nothing is evicted without a maxmemory, "
+                "but once one is set, session keys may be; noeviction is safer"
             )
             logger.warning("django-simba: %s", message)
             warnings.warn(message, EvictionPolicyWarning, stacklevel=2)
 
 
-def require_replicas(acknowledged: int, wanted: int, name: str) -> None:
-    """After WAIT: a new term counts only once ``wanted`` replicas acknowledged it."""
+def require_replicas(acknowledged: int, wanted: int, what: str, outcome: str) -> None:
+    """After WAIT: a reply the engine would trust counts only once ``wanted`` replicas acknowledged it.
+
+    A failover to a replica that missed the write would otherwise undo what the engine trusts, e.g.
+    expire a lease before the holder's local deadline.
+    """
     if acknowledged < wanted:
         raise BackendUnavailable(
-            f"only {acknowledged} of {wanted} replicas acknowledged the new term of {name!r} in time; "
-            "the term was given back"
+            f"only {acknowledged} of {wanted} replicas acknowledged {what} in time; {outcome}"
         )

@@ -80,8 +80,9 @@ class RedisOptions:
             raise ConfigurationError(f"'wait_replicas' must be an int >= 0, not {wait_replicas!r}")
         if cluster and wait_replicas:
             raise ConfigurationError(
-                "'wait_replicas' is not available on a Redis Cluster: WAIT cannot cover the several nodes "
-                "one acquire touches; for fencing across failovers use the database or ZooKeeper backend"
+                "'wait_replicas' is not available on a Redis Cluster: WAIT covers the writes of one "
+                "connection to one node, and a cluster acquire or keep-alive writes on several primaries "
+                "in separate steps; for fencing across failovers use the database or ZooKeeper backend"
             )
         # A handed-over term is written by a release script that WAIT cannot cover, and a cluster's
         # release cannot reach the waiting session's keys: both release the name to all instead.

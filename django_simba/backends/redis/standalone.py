@@ -8,7 +8,7 @@ a keep-alive can never run between an acquire's check of the session and its gra
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ...spi import Grant, LeaseInfo, Member, Renewal, SessionExpired
@@ -32,6 +32,7 @@ from .scripts import (
     STANDALONE_LEAVE,
     STANDALONE_MEMBERS,
     STANDALONE_RELEASE,
+    Script,
 )
 from .store import BaseStore, seconds
 
@@ -55,9 +56,16 @@ class StandaloneStore(BaseStore):
         self.hand_over = hand_over
 
     def keep_alive(self, session_id: str, lease_ms: int) -> Renewal:
-        reply = self.scripting.run(STANDALONE_KEEP_ALIVE, session_keys(session_id), [session_id, lease_ms])
+        keys = session_keys(session_id)
+        reply, acknowledged = self._run(STANDALONE_KEEP_ALIVE, keys, [session_id, lease_ms])
         if int(reply[0]) == 0:
             raise SessionExpired(session_id)
+        require_replicas(
+            acknowledged,
+            self.wait_replicas,
+            f"the renewal of session {session_id}",
+            "the keep-alive counts as failed (the primary keeps the leases longer, which is harmless)",
+        )
         owned = {name: int(token) for name, token in zip(reply[2::2], reply[3::2])}
         return Renewal(seconds(reply[1]), owned)
 
@@ -66,25 +74,41 @@ class StandaloneStore(BaseStore):
 
     def acquire(self, session_id: str, name: str, wait: bool = False) -> Grant | None:
         keys = [session_key(session_id), session_leases_key(session_id), lease_key(name), line_key(name)]
-        args: list[str | int] = [session_id, name, int(wait and self.hand_over)]
-        if self.wait_replicas:
-            # WAIT needs the connection that wrote: it goes in the same pipeline, still one round trip
-            wait_ms = max(1, int(self.timeout * 500))
-            reply, acknowledged = self.scripting.run_then_wait(
-                STANDALONE_ACQUIRE, keys, args, self.wait_replicas, wait_ms
-            )
-        else:
-            reply, acknowledged = self.scripting.run(STANDALONE_ACQUIRE, keys, args), 0
+        args: list[str | int] = [session_id, name, int(wait and self.hand_over), int(self.wait_replicas > 0)]
+        reply, acknowledged = self._run(STANDALONE_ACQUIRE, keys, args)
         status = int(reply[0])
         if status == EXPIRED:
             raise SessionExpired(session_id)
         if status == REFUSED:
             return None
         token, remaining = int(reply[1]), seconds(reply[2])
-        if status == NEW_TERM and self.wait_replicas and acknowledged < self.wait_replicas:
-            self._release(session_id, name, token)
-            require_replicas(acknowledged, self.wait_replicas, name)
+        if acknowledged < self.wait_replicas:
+            if status == NEW_TERM:
+                self._release(session_id, name, token)
+                require_replicas(
+                    acknowledged, self.wait_replicas, f"the new term of {name!r}", "it was given back"
+                )
+            # held already: its remaining time may come from a renewal the replicas did not acknowledge
+            require_replicas(
+                acknowledged,
+                self.wait_replicas,
+                f"the term of {name!r}",
+                "its remaining time is not confirmed",
+            )
         return Grant(name, token, remaining)
+
+    def _run(self, script: Script, keys: Sequence[str], args: Sequence[str | int]) -> tuple[Any, int]:
+        """Run ``script``; with ``wait_replicas``, then WAIT for its writes: (reply, replicas that acked).
+
+        WAIT counts the writes of the connection it is sent on: it goes in the same pipeline, still
+        one round trip. Replication is one ordered stream, so it also covers every write the primary
+        made before the script's own; a script that vouches for older writes therefore writes
+        something itself (keep-alive and join always do; acquire does when it reports a held term).
+        """
+        if not self.wait_replicas:
+            return self.scripting.run(script, keys, args), 0
+        wait_ms = max(1, int(self.timeout * 500))
+        return self.scripting.run_then_wait(script, keys, args, self.wait_replicas, wait_ms)
 
     def release(self, session_id: str, name: str, token: int = 0) -> None:
         self._release(session_id, name, token)
@@ -105,8 +129,13 @@ class StandaloneStore(BaseStore):
 
     def join(self, session_id: str, group: str) -> None:
         keys = [session_key(session_id), session_groups_key(session_id), group_key(group)]
-        if int(self.scripting.run(STANDALONE_JOIN, keys, [session_id, group])) == EXPIRED:
+        added, acknowledged = self._run(STANDALONE_JOIN, keys, [session_id, group])
+        if int(added) == EXPIRED:
             raise SessionExpired(session_id)
+        if acknowledged < self.wait_replicas:
+            if int(added):
+                self.leave(session_id, group)  # only what this call began: another joiner's membership stays
+            require_replicas(acknowledged, self.wait_replicas, f"the membership of {group!r}", "not joined")
 
     def leave(self, session_id: str, group: str) -> None:
         keys = [session_groups_key(session_id), group_key(group)]

@@ -1,15 +1,17 @@
-"""Real faults on servers of the tests' own: restart, pause, eviction policy, CONFIG, WAIT, auth, TLS."""
+"""Real faults on servers of the tests' own: restart, pause, CONFIG disabled, auth, TLS.
+
+Eviction settings are in ``test_eviction.py``, ``wait_replicas`` in ``test_replicas.py``.
+"""
 
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
 
-from django_simba.backends.redis import EvictionPolicyWarning, RedisBackend
+from django_simba.backends.redis import RedisBackend
 from django_simba.spi import (
     BackendTimeout,
     BackendUnavailable,
@@ -91,29 +93,6 @@ def test_paused_server_times_out_then_recovers(own_redis: RedisProcess) -> None:
     backend.close()
 
 
-def test_allkeys_eviction_is_refused_and_volatile_warned(own_redis: RedisProcess) -> None:
-    with own_redis.client() as admin:
-        admin.config_set("maxmemory-policy", "allkeys-lru")
-        backend = RedisBackend({"url": own_redis.url}, timeout=2)
-        with pytest.raises(ConfigurationError, match="allkeys-lru"):
-            backend.open_session(5)
-        unchecked = RedisBackend({"url": own_redis.url, "check_eviction": False}, timeout=2)
-        assert unchecked.open_session(5).remaining == 5
-        unchecked.close()
-
-        admin.config_set("maxmemory-policy", "volatile-ttl")
-        with pytest.warns(EvictionPolicyWarning, match="volatile-ttl"):
-            assert backend.open_session(5).remaining == 5
-        backend.close()
-
-        admin.config_set("maxmemory-policy", "noeviction")
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            fresh = RedisBackend({"url": own_redis.url}, timeout=2)
-            fresh.open_session(5)
-            fresh.close()
-
-
 def test_disabled_config_needs_the_check_turned_off() -> None:
     with redis_server("--rename-command", "CONFIG", '""') as server:
         checked = RedisBackend({"url": server.url}, timeout=2)
@@ -123,33 +102,6 @@ def test_disabled_config_needs_the_check_turned_off() -> None:
         sid = unchecked.open_session(5).session_id
         assert unchecked.acquire(sid, "works") is not None
         unchecked.close()
-
-
-def test_wait_replicas_counts_a_term_only_once_replicated(own_redis: RedisProcess) -> None:
-    with own_redis.client() as admin:
-        admin.config_set("repl-diskless-sync-delay", 0)  # the replica syncs at once
-    with redis_server("--replicaof", "127.0.0.1", str(own_redis.port)) as replica:
-        with replica.client(decode_responses=True) as client:
-            wait_until(
-                lambda: client.info("replication").get("master_link_status") == "up",
-                15,
-                message="replica link",
-            )
-        one = RedisBackend({"url": own_redis.url, "wait_replicas": 1}, timeout=2)
-        sid = one.open_session(30).session_id
-        grant = one.acquire(sid, "replicated")
-        assert grant is not None and grant.token == 1
-        one.release(sid, "replicated")
-
-        two = RedisBackend({"url": own_redis.url, "wait_replicas": 2}, timeout=1)
-        other = two.open_session(30).session_id
-        with pytest.raises(BackendUnavailable, match="only 1 of 2 replicas"):
-            two.acquire(other, "replicated")
-        assert two.owner("replicated") is None  # the unconfirmed term was given back
-        again = one.acquire(sid, "replicated")
-        assert again is not None and again.token == 3
-        one.close()
-        two.close()
 
 
 def test_password_is_passed_through() -> None:
