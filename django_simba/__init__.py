@@ -43,6 +43,8 @@ _LAZY = {
     "get_engine": "django_simba.registry",
     "Term": "django_simba.engine",
     "EndReason": "django_simba.engine",
+    "fenced": "django_simba.fencing",
+    "StaleToken": "django_simba.fencing",
 }
 
 if TYPE_CHECKING:
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from .api import election, group, leases, lock, owner
     from .decorators import singleton_task
     from .engine import EndReason, Term
+    from .fencing import StaleToken, fenced
     from .registry import get_engine
 
 
@@ -74,6 +77,7 @@ __all__ = [
     "NotSupported",
     "SessionExpired",
     "SimbaError",
+    "StaleToken",
     "Term",
     "aelection",
     "agroup",
@@ -81,6 +85,7 @@ __all__ = [
     "alock",
     "aowner",
     "election",
+    "fenced",
     "get_engine",
     "group",
     "leases",
