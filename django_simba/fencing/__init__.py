@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import StaleToken, TermEnded, WrongLease
 from .managers import FencedManager, FencedQuerySet
-from .section import current_term, fenced
+from .section import fenced, section_term
 from .tokens import Fence, Fenceable
 from .updates import afenced_update, afenced_upsert, fenced_update, fenced_upsert
 
@@ -61,8 +61,8 @@ __all__ = [
     "WrongLease",
     "afenced_update",
     "afenced_upsert",
-    "current_term",
     "fenced",
     "fenced_update",
     "fenced_upsert",
+    "section_term",
 ]

@@ -31,7 +31,7 @@ _WRITE_VERBS = frozenset(
 )
 
 
-def current_term() -> Fenceable | None:
+def section_term() -> Fenceable | None:
     """The term of the innermost ``fenced()`` block around this code, or None."""
     return _section_term.get()
 
@@ -67,9 +67,10 @@ def _write_guard(term: Fenceable) -> Callable[..., Any]:
 
 
 @contextmanager
-def fenced(term: Fenceable, *, using: str | Iterable[str] | None = None) -> Iterator[Fenceable]:
+def fenced(term: Fenceable | None, *, using: str | Iterable[str] | None = None) -> Iterator[Fenceable]:
     """Run the block as a critical section of ``term``; raise :class:`TermEnded` if the term ends first.
 
+    - Entering with no term (None) raises ``LeaseNotHeld``.
     - Entering with a term that is no longer valid raises ``TermEnded`` at once.
     - ``fenced_update`` / ``fenced_upsert`` called without a term use this one.
     - Every write statement this thread sends through the Django connections
@@ -82,6 +83,8 @@ def fenced(term: Fenceable, *, using: str | Iterable[str] | None = None) -> Iter
     async ORM's queries on another thread, whose connections are not checked:
     there only the fencing API's own writes are.
     """
+    if term is None:  # e.g. decorators.current_term() outside a @singleton_task call
+        raise LeaseNotHeld("fenced() needs a term, not None")
     term_for_write(term)
     aliases = [using] if isinstance(using, str) else list(connections if using is None else using)
     guard = _write_guard(term)

@@ -12,9 +12,9 @@ from django_simba.fencing import (
     Fence,
     StaleToken,
     TermEnded,
-    current_term,
     fenced,
     fenced_update,
+    section_term,
 )
 from django_simba.fencing.section import _is_write
 from django_simba.spi import LeaseNotHeld
@@ -32,12 +32,12 @@ on_sqlite = pytest.mark.parametrize("alias", each_alias()[:1], indirect=True)
 def test_fenced_writes_in_the_block_take_its_term(tables: str) -> None:
     Document.objects.using(tables).create(key="daily")
     held = term(DAILY, 4)
-    assert current_term() is None
+    assert section_term() is None
     with fenced(held) as section:
-        assert section is held and current_term() is held
+        assert section is held and section_term() is held
         Document.objects.using(tables).filter(key="daily").fenced_update(body="in the block")
         Document.objects.using(tables).fenced_upsert(key="weekly", defaults={"body": "created"})
-    assert current_term() is None
+    assert section_term() is None
     assert set(Document.objects.using(tables).values_list("fence_token", "fence_lease")) == {(4, DAILY)}
 
 
@@ -45,7 +45,7 @@ def test_fenced_writes_in_the_block_take_its_term(tables: str) -> None:
 def test_a_term_passed_to_a_write_wins_over_the_blocks(tables: str) -> None:
     Document.objects.using(tables).create(key="daily")
     with fenced(term(DAILY, 4)), fenced(term(DAILY, 5)):
-        inner = current_term()
+        inner = section_term()
         assert inner is not None and inner.token == 5
         Document.objects.using(tables).filter(key="daily").fenced_update(Fence(DAILY, 6), body="x")
     assert Document.objects.using(tables).get().fence_token == 6
@@ -56,6 +56,11 @@ def test_without_a_term_a_fenced_write_is_refused_before_any_io(tables: str) -> 
     with pytest.raises(LeaseNotHeld, match="needs a term"):
         Document.objects.using(tables).fenced_upsert(key="daily", defaults={"body": "x"})
     assert not Document.objects.using(tables).exists()
+
+
+def test_entering_without_a_term_is_refused() -> None:
+    with pytest.raises(LeaseNotHeld), fenced(term(DAILY, 4)), fenced(None):
+        pytest.fail("the block ran")
 
 
 def test_entering_with_an_ended_term_is_refused() -> None:
