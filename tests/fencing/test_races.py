@@ -57,33 +57,39 @@ def observer(alias: str) -> Iterator[Outsider]:
     other.close()
 
 
-def table(model: type[Any], alias: str) -> str:
-    return str(connections[alias].ops.quote_name(model._meta.db_table))
+def write_behind(
+    outsider: Outsider, observer: Outsider, model: type[Any], held: str, write: Callable[[], Any]
+) -> Call:
+    """``write`` in a thread while the outsider's uncommitted ``SET held`` holds the rows; then commit it."""
+    alias = observer.alias
+    outsider.begin()
+    outsider.execute(f"UPDATE {connections[alias].ops.quote_name(model._meta.db_table)} SET {held}")
+    ours = in_thread(write)
+    wait_blocked(observer, ours)
+    outsider.commit()
+    return ours
 
 
 @pytest.mark.parametrize("newer", [True, False], ids=["newer-commits-first", "older-commits-first"])
 def test_a_write_waiting_on_the_row_compares_with_what_committed(
     tables: str, outsider: Outsider, observer: Outsider, newer: bool
 ) -> None:
-    Document.objects.using(tables).create(key="daily", fence_token=1, fence_lease="reports:daily")
+    documents = Document.objects.using(tables)
+    documents.create(key="daily", fence_token=1, fence_lease="reports:daily")
     theirs = 7 if newer else 5
-    outsider.begin()
-    outsider.execute(f"UPDATE {table(Document, tables)} SET fence_token = %s, body = 'theirs'", (theirs,))
-    ours = in_thread(
-        lambda: (
-            Document.objects.using(tables)
-            .filter(key="daily")
-            .fenced_update(Fence("reports:daily", 6), body="ours")
-        )
+    ours = write_behind(
+        outsider,
+        observer,
+        Document,
+        f"fence_token = {theirs}, body = 'theirs'",
+        lambda: documents.filter(key="daily").fenced_update(Fence("reports:daily", 6), body="ours"),
     )
-    wait_blocked(observer, ours)
-    outsider.commit()
     if newer:
         with pytest.raises(StaleToken):
             ours.result()
     else:
         assert ours.result() == 1
-    row = Document.objects.using(tables).get(key="daily")
+    row = documents.get(key="daily")
     assert (row.body, row.fence_token) == (("theirs", 7) if newer else ("ours", 6))
 
 
@@ -92,21 +98,18 @@ def test_rows_named_through_a_relation_are_compared_with_what_committed(
 ) -> None:
     """The fence check stays on the written row even when the filter needs a join."""
     shelf = Shelf.objects.using(tables).create(label="new")
-    Book.objects.using(tables).create(shelf=shelf, title="t", fence_token=1, fence_lease="books")
-    outsider.begin()
-    outsider.execute(f"UPDATE {table(Book, tables)} SET fence_token = 7, title = 'theirs'")
-    ours = in_thread(
-        lambda: (
-            Book.objects.using(tables)
-            .filter(shelf__label="new")
-            .fenced_update(Fence("books", 6), title="ours")
-        )
+    books = Book.objects.using(tables)
+    books.create(shelf=shelf, title="t", fence_token=1, fence_lease="books")
+    ours = write_behind(
+        outsider,
+        observer,
+        Book,
+        "fence_token = 7, title = 'theirs'",
+        lambda: books.filter(shelf__label="new").fenced_update(Fence("books", 6), title="ours"),
     )
-    wait_blocked(observer, ours)
-    outsider.commit()
     with pytest.raises(StaleToken):
         ours.result()
-    book = Book.objects.using(tables).get()
+    book = books.get()
     assert (book.title, book.fence_token) == ("theirs", 7)
 
 
