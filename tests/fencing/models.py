@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from django_simba.fencing import FencedModel
+from django_simba.fencing import FencedModel, FencedQuerySet
 
 APP = "fencing_tests"
 
@@ -31,8 +31,17 @@ class Shelf(models.Model):
         return self.label
 
 
+class BookQuerySet(FencedQuerySet["Book"]):
+    """A queryset of the model's own, based on FencedQuerySet as docs/fencing.rst says."""
+
+    def on_shelf(self, label: str) -> BookQuerySet:
+        return self.filter(shelf__label=label)
+
+
 class Book(FencedModel):
-    """Fenced rows named through a relation (``shelf__label``)."""
+    """Fenced rows named through a relation (``shelf__label``), with a manager of its own."""
+
+    objects = BookQuerySet.as_manager()
 
     shelf = models.ForeignKey(Shelf, on_delete=models.CASCADE)
     title = models.CharField(max_length=64)

@@ -105,7 +105,7 @@ def test_rows_named_through_a_relation_are_compared_with_what_committed(
         observer,
         Book,
         "fence_token = 7, title = 'theirs'",
-        lambda: books.filter(shelf__label="new").fenced_update(Fence("books", 6), title="ours"),
+        lambda: books.on_shelf("new").fenced_update(Fence("books", 6), title="ours"),
     )
     with pytest.raises(StaleToken):
         ours.result()

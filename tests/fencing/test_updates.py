@@ -78,7 +78,7 @@ def test_each_row_is_fenced_on_its_own(tables: str) -> None:
 def test_rows_named_through_a_relation(tables: str) -> None:
     shelf = Shelf.objects.using(tables).create(label="new")
     Book.objects.using(tables).create(shelf=shelf, title="t")
-    books = Book.objects.using(tables).filter(shelf__label="new")
+    books = Book.objects.using(tables).on_shelf("new")
     assert books.fenced_update(Fence("books", 2), title="t2") == 1
     with pytest.raises(StaleToken):
         books.fenced_update(Fence("books", 1), title="t1")
