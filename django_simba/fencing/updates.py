@@ -152,7 +152,7 @@ def rows_of_own_table(rows: QuerySet[M]) -> QuerySet[M]:
         return rows
     alias = write_alias(rows)
     own = rows.model._base_manager.using(alias)
-    keys = rows.values("pk")
+    keys = rows.values_list("pk", flat=True)
     if not connections[alias].features.update_can_self_select:
         return own.filter(pk__in=list(keys))  # MySQL cannot read the table it updates
     return own.filter(pk__in=keys)

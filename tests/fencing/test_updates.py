@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connections
 from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Concat
 
@@ -83,6 +84,21 @@ def test_rows_named_through_a_relation(tables: str) -> None:
     with pytest.raises(StaleToken):
         books.fenced_update(Fence("books", 1), title="t1")
     assert Book.objects.using(tables).get().title == "t2"
+
+
+def test_rows_named_through_a_relation_where_the_table_cannot_be_read_in_its_update(
+    tables: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on MySQL 8: the rows are selected first, then updated by primary key with the fence check."""
+    monkeypatch.setattr(connections[tables].features, "update_can_self_select", False)
+    shelf = Shelf.objects.using(tables).create(label="new")
+    Book.objects.using(tables).bulk_create(Book(shelf=shelf, title=title) for title in "ab")
+    books = Book.objects.using(tables).on_shelf("new")
+    assert books.fenced_update(Fence("books", 2), title=Concat("title", Value("2"))) == 2
+    with pytest.raises(StaleToken):
+        books.fenced_update(Fence("books", 1), title=Concat("title", Value("1")))
+    assert Book.objects.using(tables).on_shelf("old").fenced_update(Fence("books", 2), title="e") == 0
+    assert sorted(Book.objects.using(tables).values_list("title", flat=True)) == ["a2", "b2"]
 
 
 def test_an_ended_term_writes_nothing(tables: str) -> None:
