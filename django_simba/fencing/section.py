@@ -10,6 +10,7 @@ closes it (docs/fencing.rst says what that covers and what it does not).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
@@ -66,6 +67,14 @@ def _write_guard(term: Fenceable) -> Callable[..., Any]:
     return refuse_writes_after_the_term
 
 
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 @contextmanager
 def fenced(term: Fenceable | None, *, using: str | Iterable[str] | None = None) -> Iterator[Fenceable]:
     """Run the block as a critical section of ``term``; raise :class:`TermEnded` if the term ends first.
@@ -81,12 +90,14 @@ def fenced(term: Fenceable | None, *, using: str | Iterable[str] | None = None) 
 
     Works in async code too (the term follows the task), but Django runs the
     async ORM's queries on another thread, whose connections are not checked:
-    there only the fencing API's own writes are.
+    in a coroutine, only the fencing API's own writes are.
     """
     if term is None:  # e.g. decorators.current_term() outside a @singleton_task call
         raise LeaseNotHeld("fenced() needs a term, not None")
     term_for_write(term)
     aliases = [using] if isinstance(using, str) else list(connections if using is None else using)
+    if _in_event_loop():
+        aliases = []  # the loop's thread sends no queries: the async ORM runs them on another thread
     guard = _write_guard(term)
     reset = _section_term.set(term)
     try:

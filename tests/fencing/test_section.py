@@ -134,6 +134,22 @@ def test_async_code_in_the_block_writes_with_its_term(tables: str) -> None:
     assert documents.get().body == "b"
 
 
+@on_sqlite
+def test_in_async_code_plain_writes_are_not_checked(tables: str) -> None:
+    """Documented limit: the async ORM sends its queries from another thread, which the block does not see."""
+    documents = Document.objects.using(tables)
+
+    async def section() -> None:
+        held = term(DAILY, 4)
+        with fenced(held):
+            end(held)
+            await documents.acreate(key="plain, after the end")
+
+    with pytest.raises(TermEnded, match="end of its fenced section"):
+        run(section())
+    assert documents.filter(key="plain, after the end").exists()
+
+
 def test_refusals_are_simba_errors() -> None:
     assert issubclass(TermEnded, StaleToken) and issubclass(StaleToken, SimbaError)
 
