@@ -46,6 +46,8 @@ _LAZY = {
     "get_engine": "django_simba.registry",
     "Term": "django_simba.engine",
     "EndReason": "django_simba.engine",
+    "fenced": "django_simba.fencing",
+    "StaleToken": "django_simba.fencing",
 }
 
 if TYPE_CHECKING:
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     from .api import election, group, leases, lock, owner
     from .decorators import singleton_task
     from .engine import EndReason, Term
+    from .fencing import StaleToken, fenced
     from .registry import get_engine
 
 
@@ -80,6 +83,7 @@ __all__ = [
     "NotSupported",
     "SessionExpired",
     "SimbaError",
+    "StaleToken",
     "Term",
     "aelection",
     "agroup",
@@ -87,6 +91,7 @@ __all__ = [
     "alock",
     "aowner",
     "election",
+    "fenced",
     "get_engine",
     "group",
     "leases",

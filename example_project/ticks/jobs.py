@@ -3,10 +3,9 @@
 from django.db import transaction
 from django.db.models import F
 
-from django_simba import singleton_task
+from django_simba import StaleToken, fenced, singleton_task
 from django_simba.decorators import current_term
 
-from .fencing import StaleToken, fenced_update
 from .models import Tick, Ticker
 
 JOB = "demo.ticker"
@@ -14,13 +13,14 @@ JOB = "demo.ticker"
 
 @singleton_task(JOB)
 def tick(run: str, period: int, worker: str) -> bool:
-    """Count one tick on the run's ticker, fenced by this term's token; record the execution."""
-    token = current_term().token
-    with transaction.atomic():
-        try:
-            fenced_update(Ticker.objects.filter(run=run), token, ticks=F("ticks") + 1)
-            accepted = True
-        except StaleToken:
-            accepted = False
-        Tick.objects.create(run=run, period=period, token=token, worker=worker, accepted=accepted)
-    return accepted
+    """Count one tick on the run's ticker and record it, in one transaction fenced by this term."""
+    term = current_term()
+    try:
+        with transaction.atomic(), fenced(term):
+            # The fenced row first: its row lock orders this transaction against a newer term's.
+            Ticker.objects.filter(run=run).fenced_update(ticks=F("ticks") + 1)
+            Tick.objects.create(run=run, period=period, token=term.token, worker=worker, accepted=True)
+    except StaleToken:  # a newer term wrote the ticker, or this term ended during the transaction
+        Tick.objects.create(run=run, period=period, token=term.token, worker=worker, accepted=False)
+        return False
+    return True

@@ -2,13 +2,14 @@
 
 from django.db import models
 
+from django_simba.fencing import FencedModel
 
-class Report(models.Model):
-    """A resource rebuilt by whichever instance holds its lease (see fencing.save_report)."""
+
+class Report(FencedModel):
+    """A resource rebuilt by whichever instance holds its lease (see reports.save_report)."""
 
     name = models.CharField(max_length=100, unique=True)
     body = models.TextField(blank=True)
-    fence = models.BigIntegerField(default=0, help_text="The highest fencing token that wrote this row.")
 
     class Meta:
         app_label = "ticks"
@@ -17,12 +18,11 @@ class Report(models.Model):
         return self.name
 
 
-class Ticker(models.Model):
+class Ticker(FencedModel):
     """One per demo run: counts the ticks, fenced like any shared resource."""
 
     run = models.CharField(max_length=32, unique=True)
     ticks = models.IntegerField(default=0)
-    fence = models.BigIntegerField(default=0, help_text="The highest fencing token that wrote this row.")
 
     class Meta:
         app_label = "ticks"

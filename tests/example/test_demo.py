@@ -80,7 +80,7 @@ def test_demo_shows_a_take_over_and_proves_no_tick_ran_twice(tmp_path, backend_e
     assert tokens == sorted(tokens) and len(set(tokens)) == 2  # one take-over, tokens only forward
     assert all(accepted for *_, accepted in rows)
     assert {worker for _, token, worker, _ in rows if token == tokens[0]} == {killed.group(1)}
-    [(ticks, fence)] = db.execute("SELECT ticks, fence FROM ticks_ticker").fetchall()
+    [(ticks, fence)] = db.execute("SELECT ticks, fence_token FROM ticks_ticker").fetchall()
     assert (ticks, fence) == (len(rows), tokens[-1])
 
 
