@@ -59,7 +59,8 @@ def test_a_child_that_does_not_serve_keeps_holding(threaded_engine: Engine):
     hold_for_children(threaded_engine, start_in_child=True)
     threaded_engine.election("prefork-daemon")
     threaded_engine.fork_hold.child_serves = lambda: False  # e.g. a fork that only daemonizes
-    assert run_in_child(lambda: (threaded_engine.started, threaded_engine.fork_hold.active)) == "(False, True)"
+    state = run_in_child(lambda: (threaded_engine.started, threaded_engine.fork_hold.active))
+    assert state == "(False, True)"
 
 
 def test_a_closed_candidacy_is_not_handed_on(threaded_engine: Engine):
