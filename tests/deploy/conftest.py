@@ -215,7 +215,9 @@ def leader_pid(backend: RedisBackend, name: str) -> int | None:
     return pid_of(info.metadata) if info is not None else None
 
 
-def wait_for_leader(backend: RedisBackend, name: str, among: set[int] | None = None, timeout: float = BOOT) -> int:
+def wait_for_leader(
+    backend: RedisBackend, name: str, among: set[int] | None = None, timeout: float = BOOT
+) -> int:
     def found() -> int | None:
         pid = leader_pid(backend, name)
         return pid if pid is not None and (among is None or pid in among) else None

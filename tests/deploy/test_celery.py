@@ -15,10 +15,9 @@ pytestmark = pytest.mark.redis
 
 def celery_worker(pool: str, *options: str) -> list[str]:
     queue = f"deploy-{uuid.uuid4().hex[:8]}"  # tasks of other runs never reach this worker
-    return [
-        "celery", "-A", "deploysite", "worker", "--pool", pool, "--hostname", f"{queue}@%h", "--queues", queue,
-        "--loglevel", "info", "--without-gossip", "--without-mingle", "--without-heartbeat", *options,
-    ]  # fmt: skip
+    quiet = ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+    named = ["--hostname", f"{queue}@%h", "--queues", queue, "--loglevel", "info"]
+    return ["celery", "-A", "deploysite", "worker", "--pool", pool, *named, *quiet, *options]
 
 
 def test_prefork_main_holds_nothing_and_warm_shutdown_closes_the_pool(
@@ -43,7 +42,9 @@ def test_prefork_main_holds_nothing_and_warm_shutdown_closes_the_pool(
     assert took < LEASE / 2  # closed, not expired
 
 
-def test_solo_main_process_serves_and_closes_on_warm_shutdown(start_server, backend, candidate, election_name):
+def test_solo_main_process_serves_and_closes_on_warm_shutdown(
+    start_server, backend, candidate, election_name
+):
     server = start_server(celery_worker("solo"))
     assert wait_for_leader(backend, election_name) == server.pid
     server.wait_log(" ready.")

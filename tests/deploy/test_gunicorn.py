@@ -7,7 +7,15 @@ import signal
 import pytest
 
 from django_simba.testing import wait_until
-from tests.deploy.conftest import BOOT, LEASE, free_port, leader_pid, live_sessions, record_take_over, wait_for_leader
+from tests.deploy.conftest import (
+    BOOT,
+    LEASE,
+    free_port,
+    leader_pid,
+    live_sessions,
+    record_take_over,
+    wait_for_leader,
+)
 
 pytestmark = pytest.mark.redis
 
@@ -18,7 +26,8 @@ def gunicorn(*options: str) -> list[str]:
     names = {setting.name for setting in gunicorn.config.KNOWN_SETTINGS}
     # gunicorn 25+ opens a control socket in the home directory: one per machine, not per test
     quiet = ["--no-control-socket"] if "control_socket_disable" in names else []
-    return ["gunicorn", *quiet, "--workers", "2", "--bind", f"127.0.0.1:{free_port()}", *options, "deploysite.wsgi"]
+    bind = f"127.0.0.1:{free_port()}"
+    return ["gunicorn", *quiet, "--workers", "2", "--bind", bind, *options, "deploysite.wsgi"]
 
 
 def workers_up(server, backend, *, not_among: frozenset[int] = frozenset()) -> set[int]:
@@ -58,7 +67,9 @@ def test_hup_closes_the_old_workers_sessions(start_server, backend, election_nam
     assert live_sessions(backend, {server.pid}) == []
 
 
-def test_a_preloading_master_holds_nothing_through_kill_and_hup(start_server, backend, candidate, election_name):
+def test_a_preloading_master_holds_nothing_through_kill_and_hup(
+    start_server, backend, candidate, election_name
+):
     # Short leases here: a worker killed with SIGKILL cannot close its session, so it expires.
     server = start_server(gunicorn("--preload"), simba={"LEASE_DURATION": 3, "RENEW_INTERVAL": 1})
     workers = workers_up(server, backend)

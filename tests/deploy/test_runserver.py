@@ -27,7 +27,9 @@ def reloader_up(server, backend) -> int:
     return wait_until(child, BOOT, interval=0.05, message="the serving child with a session")
 
 
-def test_the_watcher_holds_nothing_and_sigterm_to_the_child_closes(start_server, backend, candidate, election_name):
+def test_the_watcher_holds_nothing_and_sigterm_to_the_child_closes(
+    start_server, backend, candidate, election_name
+):
     server = start_server(runserver())
     child = reloader_up(server, backend)
     assert wait_for_leader(backend, election_name) == child

@@ -16,7 +16,9 @@ def uvicorn(application: str, *options: str) -> list[str]:
     return ["uvicorn", "--host", "127.0.0.1", "--port", str(free_port()), *options, application]
 
 
-def test_sigterm_closes_the_workers_sessions_through_the_lifespan(start_server, backend, candidate, election_name):
+def test_sigterm_closes_the_workers_sessions_through_the_lifespan(
+    start_server, backend, candidate, election_name
+):
     server = start_server(uvicorn("deploysite.asgi:application", "--workers", "2"))
 
     def workers_up() -> set[int] | None:
