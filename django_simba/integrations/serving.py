@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from ..engine import Engine
 from ..engine.prefork import hold_for_children
 from ..engine.prefork import serve_here as serve_held
-from . import celery, gunicorn
+from . import celery, gunicorn, runserver
 
 logger = logging.getLogger("django_simba")
 
@@ -60,20 +60,13 @@ def holds_for_children(
 
 def detect(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[bool, str]:
     """Rules 3 to 6 of the module's docstring."""
-    if is_reloader_watcher(argv, environ):
+    if runserver.is_watcher(argv, environ):
         return True, "the autoreloader's watcher (the serving child starts its own engine)"
     if gunicorn.is_master(argv):
         return True, "gunicorn's master (its workers serve)"
     if celery.is_worker_main(argv):
         return True, "Celery's worker main process (its pool processes serve)"
     return False, "a serving process"
-
-
-def is_reloader_watcher(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
-    program = os.path.basename(argv[0]) if argv else ""
-    if program not in ("manage.py", "django-admin", "__main__.py") or len(argv) < 2:
-        return False
-    return argv[1] == "runserver" and "--noreload" not in argv and environ.get("RUN_MAIN") != "true"
 
 
 def apply(engine: Engine, prefork_parent: bool | None) -> None:

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+from . import runserver
 
 
-def wire_servers(argv: Sequence[str] | None = None) -> None:
-    """Celery's signals where Celery runs; the SIGTERM handler where runserver would die without it."""
+def wire_servers(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> None:
+    """Celery's signals where Celery runs; what runserver's processes need to close their sessions."""
     argv = sys.argv if argv is None else argv
+    environ = os.environ if environ is None else environ
     if "celery" in sys.modules:
         from . import celery
 
         celery.connect()
-    if is_runserver_without_reloader(argv):
+    if runserver.is_watcher(argv, environ):
+        runserver.watch_for_the_child()
+    elif runserver.is_serving_child(argv, environ):
+        runserver.report_to_the_watcher()
+    elif runserver.is_without_reloader(argv):
         from .termination import close_on_sigterm
 
-        close_on_sigterm()
-
-
-def is_runserver_without_reloader(argv: Sequence[str]) -> bool:
-    return len(argv) > 1 and argv[1] == "runserver" and "--noreload" in argv
+        close_on_sigterm()  # nothing else stops it but the default action of SIGTERM

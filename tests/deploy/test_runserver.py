@@ -64,17 +64,20 @@ def test_noreload_closes_on_sigterm(start_server, backend, candidate, election_n
     record_take_over("runserver --noreload, TERM", sent, waiting.wait_elected(LEASE / 2))
 
 
-def test_sigterm_to_the_watcher_kills_the_child_outright(start_server, backend, election_name):
-    """Django's watcher answers SIGTERM by killing the child with SIGKILL: its session can only expire.
-
-    docs/deploying.rst says so, and what to send instead; this test notices if Django changes it.
-    """
+def test_sigterm_to_the_watcher_closes_the_session_of_the_child_it_killed(
+    start_server, backend, candidate, election_name
+):
+    """Django's watcher answers SIGTERM by killing its child with SIGKILL; the watcher closes for it."""
     server = start_server(runserver())
     child = reloader_up(server, backend)
-    server.signal(signal.SIGTERM)
-    server.wait_exit()
-    wait_until(lambda: not os.path.exists(f"/proc/{child}"), BOOT, message="the child exited")
-    assert live_sessions(backend, {child}) == [child]
+    wait_for_leader(backend, election_name, among={child})
+    waiting = candidate()
+    sent = server.signal(signal.SIGTERM)
+    assert server.wait_exit() == 0
+    assert not os.path.exists(f"/proc/{child}")  # killed and reaped by the watcher
+    assert live_sessions(backend, {server.pid, child}) == []
+    took = record_take_over("runserver, TERM to the watcher", sent, waiting.wait_elected(LEASE / 2))
+    assert took < LEASE / 2  # closed, not expired
 
 
 def time_of_kill(pid: int, signum: int) -> float:
