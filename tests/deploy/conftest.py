@@ -84,14 +84,12 @@ def free_port() -> int:
 
 @dataclass
 class Server:
-    """A server process we started (the leader of its own process group)."""
+    """A server process we started (the leader of its own process group), or one it daemonized into."""
 
-    process: subprocess.Popen[bytes]
+    pid: int
     log: Path
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
+    process: subprocess.Popen[bytes] | None = None
+    adopted: list[Server] = field(default_factory=list)
 
     def tree(self) -> set[int]:
         """This process and all its descendants, now."""
@@ -111,6 +109,19 @@ class Server:
     def children(self) -> set[int]:
         return self.tree() - {self.pid}
 
+    def alive(self) -> bool:
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state != "Z"
+
+    def adopt(self, pid: int) -> Server:
+        """The daemon this server became (gunicorn --daemon): watched and stopped like the server."""
+        adopted = Server(pid, self.log)
+        self.adopted.append(adopted)
+        return adopted
+
     def signal(self, signum: int) -> float:
         """Send ``signum`` to the server process; when it was sent (monotonic clock)."""
         sent = time.monotonic()
@@ -123,6 +134,7 @@ class Server:
         os.kill(pid, signal.SIGKILL)
 
     def wait_exit(self, timeout: float = STOP) -> int:
+        assert self.process is not None, "only a process started here has an exit status"
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -135,7 +147,13 @@ class Server:
         return self.log.read_text(errors="replace")
 
     def stop(self) -> None:
-        """Whatever is left of the process group we started goes (by its id)."""
+        """Whatever is left of what we started goes, by pid: the process, its group, its daemons' trees."""
+        for adopted in self.adopted:
+            for pid in adopted.tree():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        if self.process is None:
+            return
         if self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
@@ -172,7 +190,7 @@ def start_server(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        server = Server(process, log)
+        server = Server(process.pid, log, process)
         started.append(server)
         return server
 

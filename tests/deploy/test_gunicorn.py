@@ -40,17 +40,18 @@ def workers_up(server, backend, *, not_among: frozenset[int] = frozenset()) -> s
     return wait_until(ready, BOOT, interval=0.05, message="two workers with a session each")
 
 
-def test_term_closes_every_session_and_a_candidate_takes_over_at_once(
-    start_server, backend, candidate, election_name
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGQUIT], ids=lambda s: s.name)
+def test_a_stop_closes_every_session_and_a_candidate_takes_over_at_once(
+    start_server, backend, candidate, election_name, stop
 ):
     server = start_server(gunicorn())
     workers = workers_up(server, backend)
     assert wait_for_leader(backend, election_name) in workers
     waiting = candidate()
-    sent = server.signal(signal.SIGTERM)
+    sent = server.signal(stop)
     assert server.wait_exit() == 0
     assert live_sessions(backend, workers | {server.pid}) == []
-    took = record_take_over("gunicorn TERM", sent, waiting.wait_elected(LEASE / 2))
+    took = record_take_over(f"gunicorn {stop.name[3:]}", sent, waiting.wait_elected(LEASE / 2))
     assert took < LEASE / 2  # closed, not expired
 
 
@@ -92,3 +93,29 @@ def test_a_preloading_master_holds_nothing_through_kill_and_hup(
     assert server.wait_exit() == 0
     assert live_sessions(backend, server.tree() | workers) == []
     record_take_over("gunicorn --preload TERM", sent, waiting.wait_elected(LEASE / 2))
+
+
+def test_a_daemonized_master_that_set_django_up_holds_nothing(
+    start_server, backend, candidate, election_name, tmp_path
+):
+    """The config file sets Django up before gunicorn daemonizes: the daemon's fork keeps holding."""
+    pidfile = tmp_path / "gunicorn.pid"
+    config = ["--config", "setup_django.gunicorn.conf.py", "--daemon", "--pid", str(pidfile)]
+    launcher = start_server(gunicorn(*config))
+    launcher.wait_exit()  # the launcher forks the daemon and leaves
+    master = wait_until(
+        lambda: pidfile.exists() and pidfile.read_text().strip(), BOOT, message="the pid file"
+    )
+    daemon = launcher.adopt(int(master))
+    workers = workers_up(daemon, backend)
+    assert wait_for_leader(backend, election_name) in workers
+    assert live_sessions(backend, {daemon.pid}) == []
+    waiting = candidate()
+    sent = daemon.signal(signal.SIGTERM)
+    wait_until(
+        lambda: not daemon.tree() - {daemon.pid} and not daemon.alive(), BOOT, message="the daemon stopped"
+    )
+    assert live_sessions(backend, workers | {daemon.pid}) == []
+    record_take_over(
+        "gunicorn --daemon, Django set up by the config, TERM", sent, waiting.wait_elected(LEASE / 2)
+    )
