@@ -22,17 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import redis
 
 from django_simba.backends.redis import RedisBackend
 from django_simba.engine import Election, Engine, EngineConfig
 from django_simba.testing import wait_until
-from tests.conftest import server_missing
+from tests.backends.redis import conftest as redis_fixtures
+
+# The Redis tests' fixtures: the shared server (SIMBA_REDIS_URL), checked once per run, and a backend on it.
+shared_url = redis_fixtures.shared_url
+shared_backend = redis_fixtures.shared_backend
 
 SITE = Path(__file__).parent / "sampleproject"
-REDIS_URL = os.environ.get("SIMBA_REDIS_URL", "redis://127.0.0.1:6379/15")
 BIN = Path(sys.executable).parent
-#: The sample project's timings (site/deploysite/settings.py): an expiry would take this long.
+#: The sample project's timings (sampleproject/deploysite/settings.py): an expiry would take this long.
 LEASE = 10.0
 RENEW = 2.0
 #: How long a server may take to boot or to stop on this 2-core machine, loaded by other suites.
@@ -47,26 +49,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if TAKE_OVERS:
         terminalreporter.section("take-over after a graceful stop (signal sent -> candidate elected)")
         for what, seconds in TAKE_OVERS:
-            terminalreporter.write_line(f"{what:<48} {seconds * 1000:8.1f} ms")
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    client = redis.Redis.from_url(REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis.RedisError:
-        server_missing(f"Redis at {REDIS_URL}")
-    finally:
-        client.close()
-    return REDIS_URL
+            terminalreporter.write_line(f"{what:<54} {seconds * 1000:8.1f} ms")
 
 
 @pytest.fixture
-def backend(redis_url: str) -> Iterator[RedisBackend]:
-    backend = RedisBackend({"url": redis_url}, timeout=5)
-    yield backend
-    backend.close()
+def backend(shared_backend: RedisBackend) -> RedisBackend:
+    """The shared Redis server (``SIMBA_REDIS_URL``), where the servers and the candidate meet."""
+    return shared_backend
 
 
 @pytest.fixture
@@ -164,7 +153,7 @@ class Server:
 
 @pytest.fixture
 def start_server(
-    tmp_path: Path, redis_url: str, election_name: str, request: pytest.FixtureRequest
+    tmp_path: Path, shared_url: str, election_name: str, request: pytest.FixtureRequest
 ) -> Iterator[object]:
     started: list[Server] = []
 
@@ -172,7 +161,7 @@ def start_server(
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "deploysite.settings",
-            "SIMBA_REDIS_URL": redis_url,
+            "SIMBA_REDIS_URL": shared_url,
             "DEPLOY_ELECTION": election_name,
             "DEPLOY_SIMBA": json.dumps(simba or {}),
             "PYTHONPATH": str(SITE),
@@ -257,12 +246,12 @@ class Candidate:
 
 
 @pytest.fixture
-def candidate(redis_url: str, election_name: str) -> Iterator[object]:
+def candidate(shared_url: str, election_name: str) -> Iterator[object]:
     made: list[Candidate] = []
 
     def make() -> Candidate:
         engine = Engine(
-            RedisBackend({"url": redis_url}, timeout=5),
+            RedisBackend({"url": shared_url}, timeout=5),
             EngineConfig(lease_duration=LEASE, renew_interval=RENEW, metadata=f"candidate pid={os.getpid()}"),
         )
         elected_at: list[float] = []
