@@ -21,12 +21,12 @@ CLOSE_TIMEOUT = 2.0
 
 
 def close_on_sigterm() -> bool:
-    """Install the handler (main thread only; not where SIGTERM is ignored). True when installed."""
+    """Install the handler (main thread only). True when installed."""
     if threading.current_thread() is not threading.main_thread():
         return False
     previous = signal.getsignal(signal.SIGTERM)
-    if previous == signal.SIG_IGN or getattr(previous, "closes_simba_session", False):
-        return False
+    if previous in (signal.SIG_IGN, None) or getattr(previous, "closes_simba_session", False):
+        return False  # ignored, set outside Python (nothing to chain to), or installed already
 
     def handler(signum: int, frame: FrameType | None) -> None:
         close_engine(CLOSE_TIMEOUT)
