@@ -9,12 +9,13 @@ itself and keeps the candidacies begun there for the processes it forks
 2. ``SIMBA["PREFORK_PARENT"]``, when True or False, decides;
 3. runserver's autoreloader watcher holds (the child that serves is a new
    process, which starts its own engine);
-4. gunicorn's master holds (it loaded Django before forking: ``--preload``);
+4. gunicorn's master holds (it loaded Django before forking: ``--preload``, or a
+   config file that sets Django up);
 5. Celery's worker main process holds, until ``worker_init`` names a pool that
    runs the tasks in that process (solo, threads, gevent, eventlet);
 6. every other process serves.
 
-The decision is made once per process, when the engine is built.
+The rules are checked once per process, when its first engine is built.
 """
 
 from __future__ import annotations
