@@ -79,12 +79,16 @@ class SimbaConfig(AppConfig):
         from . import checks  # noqa: F401  (registers the system checks)
 
         setting_changed.connect(_on_setting_changed, dispatch_uid="django_simba.setting_changed")
+        from .integrations import wiring
+
+        wiring.wire_servers()
         maybe_autostart()
 
 
 def maybe_autostart(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> bool:
     """Start the engine if AUTOSTART allows it here. Never raises: a bad setting is a check error."""
     from . import conf, registry
+    from .engine.prefork import hold_for_children
 
     try:
         settings = conf.get_settings()
@@ -99,7 +103,12 @@ def maybe_autostart(argv: Sequence[str] | None = None, environ: Mapping[str, str
         logger.debug("django-simba: not starting the engine (%s)", reason)
         return False
     try:
-        registry.get_engine().start()
+        engine = registry.get_engine()
+        if engine.fork_hold.active:
+            hold_for_children(engine, start_in_child=True)
+            logger.debug("django-simba: not starting the engine here; the processes it forks start theirs")
+            return False
+        engine.start()
     except Exception:
         logger.exception("django-simba: could not start the engine; it will start on first use")
         return False

@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "PURGE_INTERVAL": 60.0,
     "TIMEOUT": None,  # None: the renew interval
     "AUTOSTART": True,
+    "PREFORK_PARENT": None,  # None: recognise gunicorn's --preload master and Celery's prefork main process
     "METADATA": None,  # None: "host=... pid=... cmd=..." of the process
 }
 
@@ -52,6 +53,7 @@ class SimbaSettings:
     purge_interval: float = 60.0
     timeout: float = 5.0
     autostart: bool = True
+    prefork_parent: bool | None = None
     metadata: str | None = None
 
     @property
@@ -163,6 +165,17 @@ def parse(raw: Any) -> tuple[SimbaSettings | None, list[SettingProblem]]:
             )
         )
         autostart = True
+    prefork_parent = raw.get("PREFORK_PARENT", DEFAULTS["PREFORK_PARENT"])
+    if prefork_parent is not None and not isinstance(prefork_parent, bool):
+        problems.append(
+            SettingProblem(
+                "django_simba.E015",
+                f"SIMBA['PREFORK_PARENT'] must be None, True or False, not {prefork_parent!r}.",
+                "Leave it None to recognise the servers' parent processes; True when the process that "
+                "loads Django only forks the processes that serve.",
+            )
+        )
+        prefork_parent = None
     metadata = raw.get("METADATA", DEFAULTS["METADATA"])
     if metadata is not None:
         try:
@@ -188,6 +201,7 @@ def parse(raw: Any) -> tuple[SimbaSettings | None, list[SettingProblem]]:
             purge_interval=purge,
             timeout=float(timeout),
             autostart=autostart,
+            prefork_parent=prefork_parent,
             metadata=metadata,
         ),
         problems,

@@ -34,6 +34,9 @@ def build_engine(settings: SimbaSettings | None = None) -> Engine:
         metadata=settings.metadata if settings.metadata is not None else default_metadata,
     )
     engine = Engine(build_backend(settings), config)
+    from .integrations import serving
+
+    serving.apply(engine, settings.prefork_parent)  # a process that does not serve holds nothing
     from .signals import SignalObserver
 
     engine.observers.append(SignalObserver())

@@ -46,7 +46,10 @@ class Election(Contender):
         self._decided = threading.Event()  # set once an attempt won or found another leader
 
     def start(self) -> Election:
-        """Begin contending (called by the engine's factory)."""
+        """Begin contending (called by the engine's factory); a pre-fork parent keeps it for its children."""
+        with self.engine._mutex:
+            if self.engine.fork_hold.park(self):
+                return self
         self.engine.start()
         with self.engine._mutex:
             self.engine._enqueue(self)

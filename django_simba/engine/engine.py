@@ -40,6 +40,7 @@ from .election import Election
 from .group import Group
 from .lock import Lock
 from .observer import EngineObserver
+from .prefork import ForkHold
 from .runtime import CONTEND_LANE, SESSION_LANE, Outcome, Runtime, ThreadRuntime, Timer
 from .slot import FIRST_POLL_DELAY, Slot
 from .term import EndReason, Term
@@ -82,6 +83,7 @@ class Engine:
         self.runtime: Runtime = runtime or ThreadRuntime()
         self.observers: list[EngineObserver] = []
         self._pid = self.runtime.pid()
+        self.fork_hold = ForkHold()  # kept across forks: it is what the parent keeps for its children
         self._init_state()
         _track_for_fork(self)
 
@@ -204,7 +206,8 @@ class Engine:
         self._init_state()
         self.runtime.after_fork()
         self.backend.after_fork()
-        candidates = []
+        candidates, start_held = self.fork_hold.take_in_child()  # a pre-fork parent's, for this child
+        was_started = was_started or start_held
         for slot in slots.values():
             if slot.term is not None:
                 slot.term._end(EndReason.FORKED)

@@ -83,3 +83,111 @@ def test_migrate_starts_no_thread(tmp_path):
         check=True,
     )
     assert out.stdout.split() == ["None", "1"]
+
+
+# -- processes that do not serve -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "holds"),
+    [
+        (["manage.py", "runserver"], {}, True),  # the autoreloader's watcher
+        (["manage.py", "runserver"], {"RUN_MAIN": "true"}, False),  # its serving child
+        (["manage.py", "runserver", "--noreload"], {}, False),
+        (["/venv/bin/celery", "-A", "proj", "worker", "--pool", "solo"], {}, True),  # until worker_init
+        (["/venv/bin/celery", "-A", "proj", "beat"], {}, False),
+        (["/venv/bin/gunicorn", "--preload", "proj.wsgi"], {}, True),  # not inside a gunicorn worker
+        (["/venv/bin/uvicorn", "proj.asgi:application"], {}, False),
+        (["manage.py", "simba_run", "--lock", "x", "--", "true"], {}, False),
+    ],
+)
+def test_which_processes_hold_for_their_children(argv, environ, holds):
+    import celery  # noqa: F401  (a server is recognised only where its modules are loaded)
+    import gunicorn.arbiter  # noqa: F401
+
+    from django_simba.integrations import serving
+
+    assert serving.detect(argv, environ)[0] is holds
+
+
+def test_the_setting_decides_where_nothing_was_learnt():
+    from django_simba.integrations import serving
+
+    assert serving.holds_for_children(prefork_parent=True)[0] is True
+    assert serving.holds_for_children(prefork_parent=False)[0] is False
+
+
+@pytest.mark.parametrize(
+    ("pool", "forks"), [("prefork", True), ("processes", True), ("solo", False), ("threads", False)]
+)
+def test_celery_pools_that_fork(pool, forks):
+    from django_simba.integrations.celery import pool_forks
+
+    assert pool_forks(pool) is forks
+
+
+@override_settings(
+    SIMBA={"BACKEND": "memory", "PREFORK_PARENT": True, "LEASE_DURATION": 3, "RENEW_INTERVAL": 1}
+)
+def test_a_prefork_parent_starts_nothing_and_its_forked_child_starts_with_the_candidacy():
+    import os
+
+    from django_simba import election
+    from django_simba.testing import wait_until
+
+    try:
+        assert not maybe_autostart(["gunicorn"], {})
+        engine = registry.get_engine()
+        leader = election("apps.prefork")
+        assert not engine.started and engine.fork_hold.active and engine.fork_hold.start_in_child
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                wait_until(lambda: leader.is_leader, 5)
+                os.write(write, f"{engine.started}|{registry.get_engine() is engine}".encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        assert os.read(read, 100).decode() == "True|True"
+        os.close(read)
+        assert not engine.started and not leader.is_leader
+    finally:
+        registry.reset()
+
+
+def test_the_lifespan_wrapper_closes_the_engine_at_shutdown():
+    import asyncio
+
+    from django_simba.integrations.asgi import SimbaLifespan
+
+    seen: list[str] = []
+
+    async def application(scope, receive, send):
+        seen.append(scope["type"])
+
+    async def run() -> list[dict]:
+        wrapped = SimbaLifespan(application)
+        messages = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+        sent: list[dict] = []
+
+        async def receive():
+            return next(messages)
+
+        async def send(message):
+            sent.append(message)
+
+        await wrapped({"type": "http"}, receive, send)
+        await wrapped({"type": "lifespan"}, receive, send)
+        return sent
+
+    with override_settings(SIMBA={"BACKEND": "memory", "LEASE_DURATION": 3, "RENEW_INTERVAL": 1}):
+        try:
+            engine = registry.get_engine().start()
+            assert engine.wait_for_session(5)
+            sent = asyncio.run(run())
+            assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+            assert seen == ["http"] and engine.closed
+        finally:
+            registry.reset()

@@ -45,6 +45,7 @@ def test_defaults_are_valid():
         ({"DRIFT": True}, "django_simba.E006"),
         ({"PURGE_INTERVAL": None}, "django_simba.E007"),
         ({"AUTOSTART": "yes"}, "django_simba.E008"),
+        ({"PREFORK_PARENT": "gunicorn"}, "django_simba.E015"),
         ({"METADATA": "x" * 1025}, "django_simba.E009"),
         ({"METADATA": "bell\x07"}, "django_simba.E009"),
         ({"OPTIONS": ["default"]}, "django_simba.E010"),

@@ -1,0 +1,15 @@
+"""Server integrations: only processes that serve hold sessions, and a graceful stop closes them.
+
+* :mod:`.serving` decides whether this process serves or only starts the processes
+  that do (a pre-fork parent, the autoreloader's watcher);
+* :mod:`.gunicorn`, :mod:`.celery` and :mod:`.runserver` recognise those servers'
+  processes (from :mod:`.recognise`: the program, and the server's own methods on
+  the stack); neither gunicorn nor Celery is imported unless it runs the process;
+* :mod:`.wiring` connects, from ``AppConfig.ready()``, what the server needs:
+  Celery's signals (a pool process closes on ``worker_process_shutdown``), and
+  runserver's watcher closing the session of the child it killed;
+* :mod:`.asgi` closes the session on an ASGI server's lifespan shutdown;
+* :mod:`.termination` closes it on SIGTERM where nothing else would.
+
+``docs/deploying.rst`` says what each server needs.
+"""

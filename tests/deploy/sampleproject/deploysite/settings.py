@@ -1,0 +1,34 @@
+"""Settings of the sample project the deployment tests serve.
+
+Everything the tests vary comes from the environment: the Redis URL (``SIMBA_REDIS_URL``),
+the election its app starts in ``ready()`` (``DEPLOY_ELECTION``) and extra ``SIMBA`` keys
+(``DEPLOY_SIMBA``, JSON).
+"""
+
+import json
+import os
+
+SECRET_KEY = "django-simba-deploy-tests"
+DEBUG = False
+ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+USE_TZ = True
+ROOT_URLCONF = "deploysite.urls"
+WSGI_APPLICATION = "deploysite.wsgi.application"
+DATABASES: dict[str, dict[str, str]] = {}
+# The app that starts an election comes first, so its ready() runs before django_simba's.
+INSTALLED_APPS = ["deploysite.leader", "django_simba"]
+REDIS_URL = os.environ.get("SIMBA_REDIS_URL", "redis://127.0.0.1:6379/15")
+SIMBA = {
+    "BACKEND": "redis",
+    "OPTIONS": {"url": REDIS_URL},
+    "LEASE_DURATION": 10,
+    "RENEW_INTERVAL": 2,
+    **json.loads(os.environ.get("DEPLOY_SIMBA") or "{}"),
+}
+CELERY_BROKER_URL = REDIS_URL
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"django_simba": {"handlers": ["console"], "level": "INFO"}},
+}
