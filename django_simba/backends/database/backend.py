@@ -3,8 +3,11 @@
 ``DatabaseBackend({"alias": "default"}, timeout=5)`` builds the backend of the
 alias's vendor (PostgreSQL, MySQL/MariaDB or SQLite). It opens connections of
 its own from the alias's settings, in autocommit, so nothing it writes belongs
-to a caller's transaction. Every decision about time is made in SQL, on the
-database's clock; the application host's clock is never read.
+to a caller's transaction. It follows the alias's settings as they are at each
+call, not as they were when it was built: a test runner switches an alias to its
+test database after the app (and maybe the backend) is loaded. Every decision
+about time is made in SQL, on the database's clock; the application host's clock
+is never read.
 """
 
 from __future__ import annotations
@@ -107,7 +110,9 @@ class DatabaseBackend(LeaseBackend):
         self.dialect: Dialect = dialect_for(vendor)
         #: Round trips and statements sent, for tests and benchmarks.
         self.traffic = Traffic()
-        self._settings = self._connection_settings()
+        self._settings_lock = threading.Lock()
+        self._source = _snapshot(self._alias_settings())
+        self._settings = self._connection_settings(self._source)
         self._engine = load_backend(self._settings["ENGINE"])
         if vendor == "postgresql" and not getattr(self._engine, "is_psycopg3", False):
             raise ConfigurationError("the database backend needs psycopg 3 on PostgreSQL, not psycopg2")
@@ -123,15 +128,15 @@ class DatabaseBackend(LeaseBackend):
 
     # -- connections --------------------------------------------------------------------
 
-    def _connection_settings(self) -> dict[str, Any]:
-        """The alias's settings as the constructing thread sees them, adapted for our connections.
-
-        Read once, here: a test database (or a test mirror, which Django sets on the
-        calling thread's connection only) is then the one every thread connects to.
-        """
+    def _alias_settings(self) -> dict[str, Any]:
+        """The alias's settings now (every thread's connections share this one dict)."""
         from django.db import connections
 
-        settings = dict(connections[self.alias].settings_dict)
+        return connections.settings[self.alias]  # type: ignore[no-any-return]
+
+    def _connection_settings(self, source: dict[str, Any]) -> dict[str, Any]:
+        """The alias's settings adapted for our connections."""
+        settings = _snapshot(source)
         options = dict(settings.get("OPTIONS") or {})
         settings["OPTIONS"] = self.dialect.connection_options(options, self.timeout)
         settings["AUTOCOMMIT"] = True
@@ -172,7 +177,30 @@ class DatabaseBackend(LeaseBackend):
         except _DeadConnection as dead:
             raise self._translate(dead.error) from dead.error
 
+    def _follow_settings(self) -> None:
+        """Connect where the alias points now: pooled connections to where it pointed are retired."""
+        current = self._alias_settings()
+        if current == self._source:
+            return
+        with self._settings_lock:
+            if current == self._source:
+                return
+            settings = self._connection_settings(current)
+            if settings["ENGINE"] != self._settings["ENGINE"]:
+                raise ConfigurationError(
+                    f"database {self.alias!r} changed its ENGINE to {settings['ENGINE']!r}:"
+                    " build a new backend"
+                )
+            logger.info("database %r now points at %r; reconnecting", self.alias, settings.get("NAME"))
+            self._source, self._settings = _snapshot(current), settings
+            self._pool.close()  # idle connections now, busy ones as they come back
+        self._settings_changed()
+
+    def _settings_changed(self) -> None:
+        """Hook: the alias now points elsewhere (connections of other kinds reconnect)."""
+
     def _take(self) -> Link:
+        self._follow_settings()
         try:
             return self._pool.take()
         except self._driver_errors as error:
@@ -442,6 +470,14 @@ class PostgresqlBackend(DatabaseBackend):
             except Exception:  # one listener's bug must not silence the others
                 logger.exception("notification listener %r failed on %s", subscriber, event)
 
+    def _settings_changed(self) -> None:
+        # LISTEN where the releases are now sent; the reconnection makes the engine look again.
+        with self._watch_lock:
+            listening = bool(self._subscribers)
+        if listening:
+            self._listener.stop()
+            self._listener.start()
+
     def close(self) -> None:
         """Stop listening too: until ``subscribe`` is called again, the engine polls."""
         self._listener.stop()
@@ -473,6 +509,11 @@ def _alias(options: Mapping[str, Any] | None) -> str:
     if not isinstance(alias, str) or not alias:
         raise ConfigurationError(f"the database backend's alias must be a non-empty str, not {alias!r}")
     return alias
+
+
+def _snapshot(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a database's settings that later changes to them (OPTIONS and TEST too) leave alone."""
+    return {key: dict(value) if isinstance(value, dict) else value for key, value in settings.items()}
 
 
 def _cause(error: BaseException) -> BaseException:
