@@ -13,6 +13,7 @@ is never read.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import uuid
@@ -361,6 +362,11 @@ class SqliteBackend(DatabaseBackend):
     The process's own calls take turns on a lock: left to SQLite's busy handler,
     which sleeps and retries in no order, a thread cycling a lock can starve the
     keep-alive thread of the same process until its session expires.
+
+    SQLite lets one connection write at a time. While the caller's thread has a
+    transaction open on the database of the tables, a call would wait for that
+    transaction, which waits for the call: it fails at once instead, saying how to
+    give the tables a database of their own (``django_simba.routers``).
     """
 
     vendor = "sqlite"
@@ -370,6 +376,7 @@ class SqliteBackend(DatabaseBackend):
         self._turn = threading.Lock()
 
     def _run(self, operation: Callable[[Executor], T]) -> T:
+        self._refuse_inside_callers_transaction()
         if not self._turn.acquire(timeout=self.timeout):
             raise BackendTimeout(
                 f"database {self.alias!r}: no turn for this process's SQLite call within {self.timeout:g} s"
@@ -379,9 +386,46 @@ class SqliteBackend(DatabaseBackend):
         finally:
             self._turn.release()
 
+    def _refuse_inside_callers_transaction(self) -> None:
+        from django.db import connections
+
+        ours = sqlite_identity(self._settings["NAME"])
+        if ours is None:
+            return  # a private in-memory database: nobody else's connection can be on it
+        for connection in connections.all(initialized_only=True):
+            if (
+                connection.vendor == "sqlite"
+                and _in_transaction(connection)
+                and sqlite_identity(connection.settings_dict["NAME"]) == ours
+            ):
+                raise ConfigurationError(
+                    f"django-simba's tables are in the SQLite database of {connection.alias!r}, in which"
+                    " this thread has a transaction open: SQLite lets one connection write at a time,"
+                    " so the lease would wait for your transaction and your transaction for the lease."
+                    " Give the tables a SQLite file of their own: an alias in DATABASES,"
+                    ' SIMBA = {"OPTIONS": {"alias": ...}}, DATABASE_ROUTERS ='
+                    ' ["django_simba.routers.SimbaRouter"] and `manage.py migrate --database <alias>`'
+                    " (see docs/testing.rst and README.rst), or the memory backend in tests."
+                )
+
     def after_fork(self) -> None:
         super().after_fork()
         self._turn = threading.Lock()  # another thread of the parent may have held it
+
+
+def sqlite_identity(name: Any) -> str | None:
+    """What makes two SQLite NAMEs the same database; None for a private in-memory one."""
+    text = str(name)
+    if not text or text == ":memory:":
+        return None
+    if text.startswith("file:"):
+        return text  # a URI, such as a shared in-memory test database
+    return os.path.realpath(text)
+
+
+def _in_transaction(connection: Any) -> bool:
+    raw = connection.connection
+    return bool(connection.in_atomic_block or (raw is not None and raw.in_transaction))
 
 
 class PostgresqlBackend(DatabaseBackend):
