@@ -373,6 +373,10 @@ class SqliteBackend(DatabaseBackend):
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
         super().__init__(options, timeout=timeout)
+        from .dialects.sqlite import SqliteDialect
+
+        assert isinstance(self.dialect, SqliteDialect)
+        self.dialect.lock_wait = self.timeout
         self._turn = threading.Lock()
 
     def _run(self, operation: Callable[[Executor], T]) -> T:
