@@ -27,8 +27,8 @@ PROJECT = Path(__file__).parent / "project"
 #: A generous bound for one child run on a busy 2-core machine (it takes well under a minute).
 DEADLINE = 900
 
-#: Tests of the shop's suite: check_startup 2, check_locks 7, check_processes 4.
-TOTAL = 13
+#: Tests of the shop's suite: check_startup 2, check_fixtures 2, check_locks 7, check_processes 4.
+TOTAL = 15
 
 
 def run_suite(tmp_path: Path, environ: dict[str, str], *arguments: str) -> tuple[dict[str, int], str]:
