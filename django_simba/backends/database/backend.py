@@ -21,10 +21,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DEFAULT_DB_ALIAS
+from django.db import DEFAULT_DB_ALIAS, router
 from django.db import Error as DjangoDatabaseError
 from django.db.utils import load_backend
 
+from ...routers import SimbaRouter
 from ...spi import (
     DEFAULT_TIMEOUT,
     BackendTimeout,
@@ -378,6 +379,7 @@ class SqliteBackend(DatabaseBackend):
         assert isinstance(self.dialect, SqliteDialect)
         self.dialect.lock_wait = self.timeout
         self._turn = threading.Lock()
+        self._sharing: tuple[Any, list[str]] = (None, [])  # (what it was worked out for, aliases)
 
     def _run(self, operation: Callable[[Executor], T]) -> T:
         self._refuse_inside_callers_transaction()
@@ -393,21 +395,11 @@ class SqliteBackend(DatabaseBackend):
     def _refuse_inside_callers_transaction(self) -> None:
         from django.db import connections
 
-        ours = sqlite_identity(self._settings["NAME"])
-        if ours is None:
-            return  # a private in-memory database: nobody else's connection can be on it
-        # The router keeps every other table out of a dedicated alias: a transaction on it (a
-        # test case's, around each test) writes nothing there, and so holds no lock.
-        dedicated = self.alias if self.alias != DEFAULT_DB_ALIAS and _routed() else None
-        for connection in connections.all(initialized_only=True):
-            if (
-                connection.vendor == "sqlite"
-                and connection.alias != dedicated
-                and _in_transaction(connection)
-                and sqlite_identity(connection.settings_dict["NAME"]) == ours
-            ):
+        for alias in self._aliases_sharing_the_file():
+            connection = connections[alias]
+            if _in_transaction(connection):
                 raise ConfigurationError(
-                    f"django-simba's tables are in the SQLite database of {connection.alias!r}, in which"
+                    f"django-simba's tables are in the SQLite database of {alias!r}, in which"
                     " this thread has a transaction open: SQLite lets one connection write at a time,"
                     " so the lease would wait for your transaction and your transaction for the lease."
                     " Give the tables a SQLite file of their own: an alias in DATABASES,"
@@ -415,6 +407,35 @@ class SqliteBackend(DatabaseBackend):
                     ' ["django_simba.routers.SimbaRouter"] and `manage.py migrate --database <alias>`'
                     " (see docs/testing.rst and README.rst), or the memory backend in tests."
                 )
+
+    def _aliases_sharing_the_file(self) -> list[str]:
+        """The aliases on the database of the tables, whose transactions would block the calls.
+
+        Worked out again only when an alias's database changes (a test database), since it
+        resolves paths. A dedicated alias (routed by the router, which keeps every other table
+        out of it) is left out: a transaction on it, as a test case opens around each test,
+        writes nothing there and holds no lock.
+        """
+        from django.db import connections
+
+        key = (
+            self._settings["NAME"],
+            tuple((alias, s.get("ENGINE"), s.get("NAME")) for alias, s in connections.settings.items()),
+            routed := any(isinstance(each, SimbaRouter) for each in router.routers),
+        )
+        if self._sharing[0] != key:
+            ours = sqlite_identity(self._settings["NAME"])
+            dedicated = self.alias if self.alias != DEFAULT_DB_ALIAS and routed else None
+            sharing = [
+                alias
+                for alias, settings in connections.settings.items()
+                if ours is not None  # a private in-memory database: nobody else's connection is on it
+                and alias != dedicated
+                and load_backend(settings["ENGINE"]).DatabaseWrapper.vendor == "sqlite"
+                and sqlite_identity(settings["NAME"]) == ours
+            ]
+            self._sharing = (key, sharing)
+        return self._sharing[1]
 
     def after_fork(self) -> None:
         super().after_fork()
@@ -429,15 +450,6 @@ def sqlite_identity(name: Any) -> str | None:
     if text.startswith("file:"):
         return text  # a URI, such as a shared in-memory test database
     return os.path.realpath(text)
-
-
-def _routed() -> bool:
-    """Whether django_simba's router is installed (DATABASE_ROUTERS)."""
-    from django.db import router
-
-    from ...routers import SimbaRouter
-
-    return any(isinstance(each, SimbaRouter) for each in router.routers)
 
 
 def _in_transaction(connection: Any) -> bool:
