@@ -12,6 +12,7 @@ is never read.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -365,9 +366,11 @@ class SqliteBackend(DatabaseBackend):
     keep-alive thread of the same process until its session expires.
 
     SQLite lets one connection write at a time. While the caller's thread has a
-    transaction open on the database of the tables, a call would wait for that
-    transaction, which waits for the call: it fails at once instead, saying how to
-    give the tables a database of their own (``django_simba.routers``).
+    transaction open on the database of the tables, a call waits only briefly
+    for the database's lock: if the transaction holds it (it wrote, or in the
+    rollback journal mode it read), the call would wait for the transaction,
+    which waits for the call. It fails instead, saying how to give the tables a
+    database of their own (``django_simba.routers``).
     """
 
     vendor = "sqlite"
@@ -382,31 +385,29 @@ class SqliteBackend(DatabaseBackend):
         self._sharing: tuple[Any, list[str]] = (None, [])  # (what it was worked out for, aliases)
 
     def _run(self, operation: Callable[[Executor], T]) -> T:
-        self._refuse_inside_callers_transaction()
-        if not self._turn.acquire(timeout=self.timeout):
+        inside = self._callers_transaction()
+        wait = self.timeout if inside is None else min(self.timeout, CALLERS_TRANSACTION_WAIT)
+        if not self._turn.acquire(timeout=wait):
+            if inside is not None:  # most likely held by a call that waits for the caller's transaction
+                raise _inside_transaction(inside)
             raise BackendTimeout(
                 f"database {self.alias!r}: no turn for this process's SQLite call within {self.timeout:g} s"
             )
         try:
-            return super()._run(operation)
+            if inside is None:
+                return super()._run(operation)
+            return super()._run(functools.partial(_waiting_briefly, operation, wait, inside))
         finally:
             self._turn.release()
 
-    def _refuse_inside_callers_transaction(self) -> None:
+    def _callers_transaction(self) -> str | None:
+        """The alias on the tables' file in which the calling thread has a transaction open, if any."""
         from django.db import connections
 
         for alias in self._aliases_sharing_the_file():
-            connection = connections[alias]
-            if _in_transaction(connection):
-                raise ConfigurationError(
-                    f"django-simba's tables are in the SQLite database of {alias!r}, in which"
-                    " this thread has a transaction open: SQLite lets one connection write at a time,"
-                    " so the lease would wait for your transaction and your transaction for the lease."
-                    " Give the tables a SQLite file of their own: an alias in DATABASES,"
-                    ' SIMBA = {"OPTIONS": {"alias": ...}}, DATABASE_ROUTERS ='
-                    ' ["django_simba.routers.SimbaRouter"] and `manage.py migrate --database <alias>`'
-                    " (see docs/testing.rst and README.rst), or the memory backend in tests."
-                )
+            if _in_transaction(connections[alias]):
+                return alias
+        return None
 
     def _aliases_sharing_the_file(self) -> list[str]:
         """The aliases on the database of the tables, whose transactions would block the calls.
@@ -450,6 +451,38 @@ def sqlite_identity(name: Any) -> str | None:
     if text.startswith("file:"):
         return text  # a URI, such as a shared in-memory test database
     return os.path.realpath(text)
+
+
+#: Inside a transaction of the caller's on the tables' SQLite file, how long a call waits for the
+#: database's lock (or this process's turn) before concluding that the transaction holds it.
+CALLERS_TRANSACTION_WAIT = 0.25
+
+
+def _waiting_briefly(operation: Callable[[Executor], T], wait: float, alias: str, executor: Executor) -> T:
+    from .dialects.sqlite import SqliteExecutor, locked
+
+    assert isinstance(executor, SqliteExecutor)
+    saved, executor.lock_wait = executor.lock_wait, wait
+    try:
+        return operation(executor)
+    except Exception as error:
+        if locked(error):
+            raise _inside_transaction(alias) from error
+        raise
+    finally:
+        executor.lock_wait = saved
+
+
+def _inside_transaction(alias: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"django-simba's tables are in the SQLite database of {alias!r}, in which this thread has a"
+        " transaction open that holds the database's lock: SQLite lets one connection write at a time,"
+        " so the lease would wait for your transaction and your transaction for the lease."
+        " Give the tables a SQLite file of their own: an alias in DATABASES,"
+        ' SIMBA = {"OPTIONS": {"alias": ...}}, DATABASE_ROUTERS = ["django_simba.routers.SimbaRouter"]'
+        " and `manage.py migrate --database <alias>` (see docs/testing.rst and README.rst),"
+        " or the memory backend in tests."
+    )
 
 
 def _in_transaction(connection: Any) -> bool:
