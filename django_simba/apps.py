@@ -57,9 +57,10 @@ QUIET_COMMANDS = frozenset(
 
 def autostart_decision(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[bool, str]:
     """Whether this process should start the engine at start-up, and why."""
+    testing = _test_run(argv, environ)
+    if testing:
+        return False, testing
     program = os.path.basename(argv[0]) if argv else ""
-    if "pytest" in program or "py.test" in program or "PYTEST_CURRENT_TEST" in environ:
-        return False, "running tests"
     if program in ("manage.py", "django-admin", "django-admin.py", "__main__.py"):
         command = argv[1] if len(argv) > 1 else ""
         if command in QUIET_COMMANDS or not command or command.startswith("-"):
@@ -68,6 +69,27 @@ def autostart_decision(argv: Sequence[str], environ: Mapping[str, str]) -> tuple
             return False, "autoreloader's watcher process (the serving child starts it)"
         return True, f"management command {command!r}"
     return True, "server process"
+
+
+def _test_run(argv: Sequence[str], environ: Mapping[str, str]) -> str:
+    """Why this process is a test run ("" when it is not): tests start the engine on first use only.
+
+    A test must not hold a session in whatever database or server the settings name before the
+    test runner has switched them to the test ones, nor keep it alive between tests.
+    """
+    path = argv[0] if argv else ""
+    program = os.path.basename(path)
+    if "pytest" in program or "py.test" in program:
+        return "running tests (pytest)"
+    if program == "__main__.py" and os.path.basename(os.path.dirname(path)) == "pytest":
+        return "running tests (python -m pytest)"
+    # A pytest-xdist worker runs as ``python -c``; a process a test starts inherits the variable
+    # too, but with a command line of its own, and counts as what that command line says.
+    if list(argv) == ["-c"] and environ.get("PYTEST_XDIST_WORKER"):
+        return "running tests (pytest-xdist worker)"
+    if "PYTEST_CURRENT_TEST" in environ:
+        return "running tests"
+    return ""
 
 
 class SimbaConfig(AppConfig):

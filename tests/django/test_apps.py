@@ -25,6 +25,14 @@ from django_simba.apps import autostart_decision, maybe_autostart
         (["/venv/bin/gunicorn", "project.wsgi"], {}, True),
         (["/venv/bin/celery", "-A", "proj", "worker"], {}, True),
         (["/venv/bin/pytest"], {}, False),
+        # python -m pytest: not the management command "-q" of a __main__.py
+        (["/venv/lib/python3.11/site-packages/pytest/__main__.py", "-q"], {}, False),
+        (["/venv/lib/python3.11/site-packages/pytest/__main__.py", "tests/test_x.py"], {}, False),
+        (["-c"], {"PYTEST_XDIST_WORKER": "gw0"}, False),  # a pytest-xdist worker
+        (["-c"], {}, True),  # python -c, outside any test run
+        # started by a test of an xdist worker: what its own command line says
+        (["/venv/bin/gunicorn", "project.wsgi"], {"PYTEST_XDIST_WORKER": "gw1"}, True),
+        (["/venv/lib/python3.11/site-packages/django/__main__.py", "runserver", "--noreload"], {}, True),
     ],
 )
 def test_autostart_decision(argv, environ, starts):

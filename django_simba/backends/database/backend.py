@@ -3,13 +3,18 @@
 ``DatabaseBackend({"alias": "default"}, timeout=5)`` builds the backend of the
 alias's vendor (PostgreSQL, MySQL/MariaDB or SQLite). It opens connections of
 its own from the alias's settings, in autocommit, so nothing it writes belongs
-to a caller's transaction. Every decision about time is made in SQL, on the
-database's clock; the application host's clock is never read.
+to a caller's transaction. It follows the alias's settings as they are at each
+call, not as they were when it was built: a test runner switches an alias to its
+test database after the app (and maybe the backend) is loaded. Every decision
+about time is made in SQL, on the database's clock; the application host's clock
+is never read.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import re
 import threading
 import uuid
@@ -17,10 +22,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DEFAULT_DB_ALIAS
+from django.db import DEFAULT_DB_ALIAS, router
 from django.db import Error as DjangoDatabaseError
 from django.db.utils import load_backend
 
+from ...routers import SimbaRouter
 from ...spi import (
     DEFAULT_TIMEOUT,
     BackendTimeout,
@@ -107,7 +113,9 @@ class DatabaseBackend(LeaseBackend):
         self.dialect: Dialect = dialect_for(vendor)
         #: Round trips and statements sent, for tests and benchmarks.
         self.traffic = Traffic()
-        self._settings = self._connection_settings()
+        self._settings_lock = threading.Lock()
+        self._source = _snapshot(self._alias_settings())
+        self._settings = self._connection_settings(self._source)
         self._engine = load_backend(self._settings["ENGINE"])
         if vendor == "postgresql" and not getattr(self._engine, "is_psycopg3", False):
             raise ConfigurationError("the database backend needs psycopg 3 on PostgreSQL, not psycopg2")
@@ -123,15 +131,15 @@ class DatabaseBackend(LeaseBackend):
 
     # -- connections --------------------------------------------------------------------
 
-    def _connection_settings(self) -> dict[str, Any]:
-        """The alias's settings as the constructing thread sees them, adapted for our connections.
-
-        Read once, here: a test database (or a test mirror, which Django sets on the
-        calling thread's connection only) is then the one every thread connects to.
-        """
+    def _alias_settings(self) -> dict[str, Any]:
+        """The alias's settings now (every thread's connections share this one dict)."""
         from django.db import connections
 
-        settings = dict(connections[self.alias].settings_dict)
+        return connections.settings[self.alias]  # type: ignore[no-any-return]
+
+    def _connection_settings(self, source: dict[str, Any]) -> dict[str, Any]:
+        """The alias's settings adapted for our connections."""
+        settings = _snapshot(source)
         options = dict(settings.get("OPTIONS") or {})
         settings["OPTIONS"] = self.dialect.connection_options(options, self.timeout)
         settings["AUTOCOMMIT"] = True
@@ -172,7 +180,30 @@ class DatabaseBackend(LeaseBackend):
         except _DeadConnection as dead:
             raise self._translate(dead.error) from dead.error
 
+    def _follow_settings(self) -> None:
+        """Connect where the alias points now: pooled connections to where it pointed are retired."""
+        current = self._alias_settings()
+        if current == self._source:
+            return
+        with self._settings_lock:
+            if current == self._source:
+                return
+            settings = self._connection_settings(current)
+            if settings["ENGINE"] != self._settings["ENGINE"]:
+                raise ConfigurationError(
+                    f"database {self.alias!r} changed its ENGINE to {settings['ENGINE']!r}:"
+                    " build a new backend"
+                )
+            logger.info("database %r now points at %r; reconnecting", self.alias, settings.get("NAME"))
+            self._source, self._settings = _snapshot(current), settings
+            self._pool.close()  # idle connections now, busy ones as they come back
+        self._settings_changed()
+
+    def _settings_changed(self) -> None:
+        """Hook: the alias now points elsewhere (connections of other kinds reconnect)."""
+
     def _take(self) -> Link:
+        self._follow_settings()
         try:
             return self._pool.take()
         except self._driver_errors as error:
@@ -333,27 +364,130 @@ class SqliteBackend(DatabaseBackend):
     The process's own calls take turns on a lock: left to SQLite's busy handler,
     which sleeps and retries in no order, a thread cycling a lock can starve the
     keep-alive thread of the same process until its session expires.
+
+    SQLite lets one connection write at a time. While the caller's thread has a
+    transaction open on the database of the tables, a call waits only briefly
+    for the database's lock: if the transaction holds it (it wrote, or in the
+    rollback journal mode it read), the call would wait for the transaction,
+    which waits for the call. It fails instead, saying how to give the tables a
+    database of their own (``django_simba.routers``).
     """
 
     vendor = "sqlite"
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
         super().__init__(options, timeout=timeout)
+        from .dialects.sqlite import SqliteDialect
+
+        assert isinstance(self.dialect, SqliteDialect)
+        self.dialect.lock_wait = self.timeout
         self._turn = threading.Lock()
+        self._sharing: tuple[Any, list[str]] = (None, [])  # (what it was worked out for, aliases)
 
     def _run(self, operation: Callable[[Executor], T]) -> T:
-        if not self._turn.acquire(timeout=self.timeout):
+        inside = self._callers_transaction()
+        wait = self.timeout if inside is None else min(self.timeout, CALLERS_TRANSACTION_WAIT)
+        if not self._turn.acquire(timeout=wait):
+            if inside is not None:  # most likely held by a call that waits for the caller's transaction
+                raise _inside_transaction(inside)
             raise BackendTimeout(
                 f"database {self.alias!r}: no turn for this process's SQLite call within {self.timeout:g} s"
             )
         try:
-            return super()._run(operation)
+            if inside is None:
+                return super()._run(operation)
+            return super()._run(functools.partial(_waiting_briefly, operation, wait, inside))
         finally:
             self._turn.release()
+
+    def _callers_transaction(self) -> str | None:
+        """The alias on the tables' file in which the calling thread has a transaction open, if any."""
+        from django.db import connections
+
+        for alias in self._aliases_sharing_the_file():
+            if _in_transaction(connections[alias]):
+                return alias
+        return None
+
+    def _aliases_sharing_the_file(self) -> list[str]:
+        """The aliases on the database of the tables, whose transactions would block the calls.
+
+        Worked out again only when an alias's database changes (a test database), since it
+        resolves paths. A dedicated alias (routed by the router, which keeps every other table
+        out of it) is left out: a transaction on it, as a test case opens around each test,
+        writes nothing there and holds no lock.
+        """
+        from django.db import connections
+
+        key = (
+            self._settings["NAME"],
+            tuple((alias, s.get("ENGINE"), s.get("NAME")) for alias, s in connections.settings.items()),
+            routed := any(isinstance(each, SimbaRouter) for each in router.routers),
+        )
+        if self._sharing[0] != key:
+            ours = sqlite_identity(self._settings["NAME"])
+            dedicated = self.alias if self.alias != DEFAULT_DB_ALIAS and routed else None
+            sharing = [
+                alias
+                for alias, settings in connections.settings.items()
+                if ours is not None  # a private in-memory database: nobody else's connection is on it
+                and alias != dedicated
+                and load_backend(settings["ENGINE"]).DatabaseWrapper.vendor == "sqlite"
+                and sqlite_identity(settings["NAME"]) == ours
+            ]
+            self._sharing = (key, sharing)
+        return self._sharing[1]
 
     def after_fork(self) -> None:
         super().after_fork()
         self._turn = threading.Lock()  # another thread of the parent may have held it
+
+
+def sqlite_identity(name: Any) -> str | None:
+    """What makes two SQLite NAMEs the same database; None for a private in-memory one."""
+    text = str(name)
+    if not text or text == ":memory:":
+        return None
+    if text.startswith("file:"):
+        return text  # a URI, such as a shared in-memory test database
+    return os.path.realpath(text)
+
+
+#: Inside a transaction of the caller's on the tables' SQLite file, how long a call waits for the
+#: database's lock (or this process's turn) before concluding that the transaction holds it.
+CALLERS_TRANSACTION_WAIT = 0.25
+
+
+def _waiting_briefly(operation: Callable[[Executor], T], wait: float, alias: str, executor: Executor) -> T:
+    from .dialects.sqlite import SqliteExecutor, locked
+
+    assert isinstance(executor, SqliteExecutor)
+    saved, executor.lock_wait = executor.lock_wait, wait
+    try:
+        return operation(executor)
+    except Exception as error:
+        if locked(error):
+            raise _inside_transaction(alias) from error
+        raise
+    finally:
+        executor.lock_wait = saved
+
+
+def _inside_transaction(alias: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"django-simba's tables are in the SQLite database of {alias!r}, in which this thread has a"
+        " transaction open that holds the database's lock: SQLite lets one connection write at a time,"
+        " so the lease would wait for your transaction and your transaction for the lease."
+        " Give the tables a SQLite file of their own: an alias in DATABASES,"
+        ' SIMBA = {"OPTIONS": {"alias": ...}}, DATABASE_ROUTERS = ["django_simba.routers.SimbaRouter"]'
+        " and `manage.py migrate --database <alias>` (see docs/testing.rst and README.rst),"
+        " or the memory backend in tests."
+    )
+
+
+def _in_transaction(connection: Any) -> bool:
+    raw = connection.connection
+    return bool(connection.in_atomic_block or (raw is not None and raw.in_transaction))
 
 
 class PostgresqlBackend(DatabaseBackend):
@@ -442,6 +576,14 @@ class PostgresqlBackend(DatabaseBackend):
             except Exception:  # one listener's bug must not silence the others
                 logger.exception("notification listener %r failed on %s", subscriber, event)
 
+    def _settings_changed(self) -> None:
+        # LISTEN where the releases are now sent; the reconnection makes the engine look again.
+        with self._watch_lock:
+            listening = bool(self._subscribers)
+        if listening:
+            self._listener.stop()
+            self._listener.start()
+
     def close(self) -> None:
         """Stop listening too: until ``subscribe`` is called again, the engine polls."""
         self._listener.stop()
@@ -473,6 +615,11 @@ def _alias(options: Mapping[str, Any] | None) -> str:
     if not isinstance(alias, str) or not alias:
         raise ConfigurationError(f"the database backend's alias must be a non-empty str, not {alias!r}")
     return alias
+
+
+def _snapshot(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a database's settings that later changes to them (OPTIONS and TEST too) leave alone."""
+    return {key: dict(value) if isinstance(value, dict) else value for key, value in settings.items()}
 
 
 def _cause(error: BaseException) -> BaseException:

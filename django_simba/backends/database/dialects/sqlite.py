@@ -4,10 +4,19 @@ Writes that span statements run in ``BEGIN IMMEDIATE`` transactions, which take
 the write lock up front (no lock upgrade that could fail half-way). Names are
 compared with ``BINARY``; ``LIKE`` is case-insensitive in SQLite, so prefixes are
 ranges. There are no round trips: the counts are library calls.
+
+A statement that finds the database locked is retried after a pause of a
+fraction of a millisecond to two milliseconds, until the call's timeout. SQLite's
+own busy handler sleeps longer and longer (up to 100 ms a time), and its file
+lock has no queue: a process that found it taken a few times then looks so
+rarely that the processes cycling the lock keep it, and it starves.
 """
 
 from __future__ import annotations
 
+import random
+import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -112,10 +121,35 @@ WHERE m.group_name >= :low AND m.group_name < :high AND s.expires_at > clock.now
 """
 
 
+#: Pauses between tries of a statement that found the database locked: first, growth, last.
+FIRST_PAUSE = 0.0002
+PAUSE_GROWTH = 1.5
+LAST_PAUSE = 0.002
+
+
+def locked(error: BaseException) -> bool:
+    """SQLite refused for a lock another connection holds (a file lock, or a shared cache's table lock)."""
+    return isinstance(error, sqlite3.OperationalError) and "locked" in str(error)
+
+
 class SqliteExecutor(Executor):
-    def _one(self, sql: str, params: Params) -> Result:
+    def __init__(self, raw: Any, traffic: Traffic, lock_wait: float) -> None:
+        super().__init__(raw, traffic)
+        self.lock_wait = lock_wait
+
+    def _one(self, sql: str, params: Params, deadline: float) -> Result:
         self.traffic.count(1)
-        cursor = self.raw.execute(sql, params)
+        pause = FIRST_PAUSE
+        while True:
+            try:
+                cursor = self.raw.execute(sql, params)
+                break
+            except sqlite3.OperationalError as error:
+                # Nothing was done: a locked BEGIN started no transaction, a locked COMMIT stays to retry.
+                if not locked(error) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause * random.uniform(0.5, 1.5))
+            pause = min(pause * PAUSE_GROWTH, LAST_PAUSE)
         try:
             rows = cursor.fetchall()
             return Result(rows, cursor.rowcount)
@@ -123,15 +157,16 @@ class SqliteExecutor(Executor):
             cursor.close()
 
     def run(self, sql: str, params: Params) -> Result:
-        return self._one(sql, params)
+        return self._one(sql, params, time.monotonic() + self.lock_wait)
 
     def run_batch(self, statements: Sequence[str], params: Params, *, atomic: bool) -> list[Result]:
+        deadline = time.monotonic() + self.lock_wait
         if not atomic:
-            return [self._one(sql, params) for sql in statements]
-        self._one("BEGIN IMMEDIATE", {})
+            return [self._one(sql, params, deadline) for sql in statements]
+        self._one("BEGIN IMMEDIATE", {}, deadline)
         try:
-            results = [self._one(sql, params) for sql in statements]
-            self._one("COMMIT", {})
+            results = [self._one(sql, params, deadline) for sql in statements]
+            self._one("COMMIT", {}, deadline)
         except BaseException:
             if self.raw.in_transaction:
                 self.raw.execute("ROLLBACK")
@@ -165,16 +200,20 @@ class SqliteDialect(StatementDialect):
         groups=GROUPS,
     )
 
+    def __init__(self) -> None:
+        #: How long a statement waits for SQLite's lock (the backend sets its timeout).
+        self.lock_wait = 5.0
+
     def executor(self, raw: Any, traffic: Traffic) -> Executor:
-        return SqliteExecutor(raw, traffic)
+        return SqliteExecutor(raw, traffic, self.lock_wait)
 
     def connection_options(self, options: dict[str, Any], timeout: float) -> dict[str, Any]:
-        return {**options, "timeout": timeout}
+        return {**options, "timeout": timeout}  # SQLite's busy handler, for the connection's init_command
 
     def configure(self, wrapper: Any, timeout: float) -> None:
         raw = wrapper.connection
         raw.isolation_level = None  # autocommit; batches open their own transactions
-        raw.execute(f"PRAGMA busy_timeout = {max(1, round(timeout * 1000))}")
+        raw.execute("PRAGMA busy_timeout = 0")  # the executor waits for the lock itself
 
     # -- sessions ---------------------------------------------------------------------
 
