@@ -27,13 +27,13 @@ def test_a_release_reports_a_refusal_during_its_term(backend: DatabaseBackend, a
         assert first is not None
         assert backend.acquire(other, name) is None  # refused: the name is now wanted
         expected_after_refusal = None if alias == "postgresql" else True
-        assert backend.release(holder, name, first.token) is expected_after_refusal
+        assert backend.release(holder, name, first.token).contended is expected_after_refusal
 
         second = backend.acquire(holder, name)  # a new term starts with nobody turned away
         assert second is not None and second.token > first.token
-        assert backend.release(holder, name, second.token) is (None if alias == "postgresql" else False)
+        assert backend.release(holder, name, second.token).contended is (None if alias == "postgresql" else False)
 
-        assert backend.release(holder, name, second.token) is None  # nothing freed: no hint
+        assert backend.release(holder, name, second.token).contended is None  # nothing freed: no hint
         assert backend.acquire(other, name) is not None  # the refusal left the name free to take
     finally:
         backend.close_session(holder)
