@@ -1,7 +1,10 @@
 """System checks for ``settings.SIMBA`` (ids ``django_simba.E0xx``, never reused).
 
-The configuration checks touch nothing outside the process. The reachability
-check talks to the backend, so it runs only with ``--deploy`` or ``--tag simba``.
+The configuration checks touch nothing outside the process: the backend's
+``OPTIONS`` are judged by the backend class itself, whose constructor validates
+them without I/O, so ``check`` and the running site apply one rule. The
+reachability check talks to the backend, so it is a deployment check, run by
+``check --deploy`` (``check --deploy --tag simba`` runs Simba's checks only).
 """
 
 from __future__ import annotations
@@ -10,30 +13,40 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
+from django.utils.module_loading import import_string
 
 from . import conf
-from .spi import ConfigurationError, SimbaError
+from .lognoise import quiet_client_logs
+from .spi import ConfigurationError, LeaseBackend, SimbaError
 
 TAG = "simba"
+#: The reachability check gives up after this long whatever ``TIMEOUT`` says: ``check`` must not hang.
+REACH_TIMEOUT = 5.0
+#: Invalid ``OPTIONS``, by backend; a backend of your own gets E015.
+OPTIONS_ERROR_IDS = {
+    "database": "django_simba.E012",
+    "redis": "django_simba.E013",
+    "zookeeper": "django_simba.E014",
+}
+OPTIONS_HINTS = {
+    "redis": "Give 'cache' (a django-redis cache alias), 'url' (redis://...) or, on a cluster, "
+    "'startup_nodes' with 'cluster': True.",
+    "zookeeper": "e.g. 'OPTIONS': {'hosts': 'zk1:2181,zk2:2181,zk3:2181'}",
+}
 
 
 @register(TAG)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return settings_messages()
+
+
+def settings_messages() -> list[CheckMessage]:
+    """Every problem of ``settings.SIMBA``, as check messages (also logged at start-up)."""
     parsed, problems = conf.parse(conf._raw())
     messages: list[CheckMessage] = [Error(p.message, hint=p.hint, id=p.id) for p in problems]
     if parsed is None:
         return messages
-    messages.extend(_check_options(parsed))
-    try:
-        conf.load_backend_class(parsed.backend)
-    except ConfigurationError as error:
-        messages.append(
-            Error(
-                str(error),
-                hint="Install the backend's extra, e.g. pip install 'django-simba[redis]'.",
-                id="django_simba.E003",
-            )
-        )
+    messages.extend(_check_backend(parsed))
     if parsed.timeout > parsed.renew_interval:
         messages.append(
             Warning(
@@ -46,71 +59,93 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return messages
 
 
-def _check_options(parsed: conf.SimbaSettings) -> list[CheckMessage]:
-    alias = parsed.backend_alias
-    options = parsed.options
-    if alias == "database":
-        db = options.get("alias", "default")
-        if db not in settings.DATABASES:
-            return [
-                Error(
-                    f"SIMBA['OPTIONS']['alias'] names the database {db!r}, which is not in DATABASES.",
-                    hint=f"Use one of {', '.join(settings.DATABASES)}.",
-                    id="django_simba.E012",
-                )
-            ]
-    if alias == "redis":
-        cache = options.get("cache")
-        if cache is None and not options.get("url"):
-            return [
-                Error(
-                    "The redis backend needs SIMBA['OPTIONS']['cache'] (a django-redis alias) or 'url'.",
-                    hint="e.g. 'OPTIONS': {'cache': 'default'}",
-                    id="django_simba.E013",
-                )
-            ]
-        if cache is not None and cache not in settings.CACHES:
-            return [
-                Error(
-                    f"SIMBA['OPTIONS']['cache'] names the cache {cache!r}, which is not in CACHES.",
-                    hint=f"Use one of {', '.join(settings.CACHES)}.",
-                    id="django_simba.E013",
-                )
-            ]
-    if alias == "zookeeper" and not options.get("hosts"):
+def _check_backend(parsed: conf.SimbaSettings) -> list[CheckMessage]:
+    try:
+        backend_class = conf.load_backend_class(parsed.backend)
+    except ConfigurationError as error:
         return [
             Error(
-                "The zookeeper backend needs SIMBA['OPTIONS']['hosts'].",
-                hint="e.g. 'OPTIONS': {'hosts': 'zk1:2181,zk2:2181,zk3:2181'}",
-                id="django_simba.E014",
+                str(error),
+                hint="Install the backend's extra, e.g. pip install 'django-simba[redis]'.",
+                id="django_simba.E003",
             )
         ]
-    return []
+    alias = parsed.backend_alias
+    try:
+        backend = backend_class(parsed.options, timeout=parsed.timeout)  # as the engine builds it
+    except ConfigurationError as error:
+        if alias == "database":
+            hint = f"'alias' must be one of DATABASES: {', '.join(settings.DATABASES)}."
+        else:
+            hint = OPTIONS_HINTS.get(alias, "See the documentation of the backend class.")
+        return [
+            Error(
+                f"SIMBA['OPTIONS'] do not suit the {alias} backend: {error}.",
+                hint=hint,
+                id=OPTIONS_ERROR_IDS.get(alias, "django_simba.E015"),
+            )
+        ]
+    try:
+        return _check_borrowed_cache(backend)
+    finally:
+        backend.close()
+
+
+def _check_borrowed_cache(backend: LeaseBackend) -> list[CheckMessage]:
+    """The Redis backend borrows a django-redis cache's server unless given a url: it must be one."""
+    cache = getattr(getattr(backend, "settings", None), "cache", None)
+    if not isinstance(cache, str):
+        return []
+    if cache not in settings.CACHES:
+        problem = "which is not in CACHES"
+    elif not _is_django_redis(settings.CACHES[cache].get("BACKEND")):
+        problem = "which is not a django-redis cache"
+    else:
+        return []
+    return [
+        Error(
+            f"The redis backend takes its server from the cache {cache!r}, {problem}.",
+            hint="Set SIMBA['OPTIONS']['cache'] to a django-redis cache alias, or give 'url'.",
+            id="django_simba.E013",
+        )
+    ]
+
+
+def _is_django_redis(path: object) -> bool:
+    try:
+        from django_redis.cache import RedisCache
+
+        cache_class = import_string(str(path))
+    except ImportError:
+        return False
+    return isinstance(cache_class, type) and issubclass(cache_class, RedisCache)
 
 
 @register(TAG, deploy=True)
 def check_backend_reachable(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Deploy check: the backend answers (opens and closes a session)."""
-    if not kwargs.get("include_deployment_checks") and "tags" not in kwargs:
-        return []
-    parsed, problems = conf.parse(conf._raw())
-    if parsed is None or problems:
-        return []
-    from .registry import build_backend
-
+    """Deployment check: the backend answers (a session is opened and closed)."""
+    parsed, _ = conf.parse(conf._raw())
+    if parsed is None or any(message.is_serious() for message in settings_messages()):
+        return []  # the configuration check reports it
     try:
-        backend = build_backend(parsed)
-        try:
-            opened = backend.open_session(parsed.lease_duration, "django_simba check")
-            backend.close_session(opened.session_id)
-        finally:
-            backend.close()
-    except SimbaError as error:
+        with quiet_client_logs():
+            _open_and_close_a_session(parsed, min(parsed.timeout, REACH_TIMEOUT))
+    except Exception as error:  # a check reports, it never raises
+        reason = str(error) if isinstance(error, SimbaError) else f"{type(error).__name__}: {error}"
         return [
             Error(
-                f"The Simba {parsed.backend_alias} backend cannot be reached: {error}",
-                hint="Check SIMBA['OPTIONS'] and that the server is up.",
+                f"The Simba {parsed.backend_alias} backend cannot be reached: {reason}",
+                hint="Check SIMBA['OPTIONS'] and that the server is up and accepts this host.",
                 id="django_simba.E020",
             )
         ]
     return []
+
+
+def _open_and_close_a_session(parsed: conf.SimbaSettings, timeout: float) -> None:
+    backend = conf.load_backend_class(parsed.backend)(parsed.options, timeout=timeout)
+    try:
+        opened = backend.open_session(parsed.lease_duration, "django_simba check")
+        backend.close_session(opened.session_id)
+    finally:
+        backend.close()
