@@ -9,6 +9,7 @@ reachability check talks to the backend, so it is a deployment check, run by
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -57,6 +58,29 @@ def settings_messages() -> list[CheckMessage]:
             )
         )
     return messages
+
+
+def log_settings_problems(logger: logging.Logger) -> bool:
+    """Log every settings problem with its id, for processes that run no checks; True if any is an error.
+
+    Serving processes (gunicorn, Celery...) never run ``check``: without this a
+    typo in ``SIMBA`` would show first as a ConfigurationError at a request.
+    """
+    try:
+        messages = settings_messages()
+    except Exception:  # at start-up: report, never stop the process from serving
+        logger.exception("django-simba: checking settings.SIMBA failed")
+        return True
+    for message in messages:
+        level = logging.ERROR if message.is_serious() else logging.WARNING
+        logger.log(level, "django-simba: %s: %s HINT: %s", message.id, message.msg, message.hint)
+    serious = any(message.is_serious() for message in messages)
+    if serious:
+        logger.error(
+            "django-simba: not started: locks, elections and groups raise ConfigurationError until "
+            "settings.SIMBA is fixed (manage.py check lists the same problems); the rest is served"
+        )
+    return serious
 
 
 def _check_backend(parsed: conf.SimbaSettings) -> list[CheckMessage]:
