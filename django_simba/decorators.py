@@ -2,16 +2,21 @@
 
 ``mode="leader"`` (the default): the process keeps a candidacy for the task's
 name; a call runs only while this process is the elected leader, and is
-skipped elsewhere. Suits periodic jobs fired on every host (cron, Celery beat
-on several nodes, a scheduler thread per worker).
+skipped elsewhere. Suits periodic jobs fired on every host (cron, a scheduler
+thread per process), where every host makes the call and one of them leads.
 
 ``mode="lock"``: a call runs while holding the lock of the task's name, waiting
 up to ``timeout`` seconds (0: skip at once when another instance runs it).
+**Use lock mode for queued tasks** (Celery, RQ, Django's task framework): a
+queued call runs on whichever worker takes it from the queue, and in leader
+mode a call taken by a worker that is not the leader is skipped, so it runs
+nowhere. A leader-mode call inside a Celery task or an RQ job logs a warning
+saying so, once per process.
 
 Works on plain functions, Celery / RQ task functions (put it under
 ``@app.task``) and a management command's ``handle``. A skipped call returns a
-:class:`Skipped` value, which is falsy, and logs why; the term is available to
-the function as ``current_term()`` for fencing.
+:class:`Skipped` value and logs why; the term is available to the function as
+``current_term()`` for fencing.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import sys
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from .engine import Election, Term
@@ -35,20 +40,64 @@ R = TypeVar("R")
 _local = threading.local()
 
 
-@dataclass(frozen=True, slots=True)
-class Skipped:
-    """What a skipped call returns: falsy, with the reason and who holds the name."""
+class Skipped(dict[str, Any]):
+    """What a skipped call returns: a successful result that says why, falsy for plain callers.
 
-    name: str
-    reason: str
-    holder: LeaseInfo | None = None
+    It is a dict of JSON values, ``{"skipped": True, "name": ..., "reason": ...,
+    "holder": {...} or None}``, so that every result backend stores it as it
+    stores any result (Celery's and RQ's JSON serializers, pickle, Django's task
+    framework). What a result backend gives back is a plain dict: turn it back
+    with :meth:`from_result`.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, name: str, reason: str, holder: LeaseInfo | None = None) -> None:
+        held_by = None if holder is None else {field: getattr(holder, field) for field in _HOLDER_FIELDS}
+        super().__init__(skipped=True, name=name, reason=reason, holder=held_by)
+
+    @classmethod
+    def from_result(cls, value: object) -> Skipped | None:
+        """The skip a stored result stands for, or None when the call was not skipped."""
+        if isinstance(value, Skipped):
+            return value
+        if not (isinstance(value, Mapping) and value.get("skipped") is True):
+            return None
+        name, reason, held_by = value.get("name"), value.get("reason"), value.get("holder")
+        if not (isinstance(name, str) and isinstance(reason, str)):
+            return None
+        holder = None
+        if isinstance(held_by, Mapping) and set(held_by) >= set(_HOLDER_FIELDS):
+            holder = LeaseInfo(**{field: held_by[field] for field in _HOLDER_FIELDS})
+        return cls(name, reason, holder)
+
+    @property
+    def name(self) -> str:
+        return str(self["name"])
+
+    @property
+    def reason(self) -> str:
+        return str(self["reason"])
+
+    @property
+    def holder(self) -> LeaseInfo | None:
+        """Who held the name when the call was skipped, if anyone was seen."""
+        held_by = self["holder"]
+        return None if held_by is None else LeaseInfo(**held_by)
 
     def __bool__(self) -> bool:
         return False
 
     def __str__(self) -> str:
-        holder = f" (held by {self.holder.metadata or self.holder.session_id})" if self.holder else ""
-        return f"skipped {self.name}: {self.reason}{holder}"
+        holder = self.holder
+        held_by = f" (held by {holder.metadata or holder.session_id})" if holder else ""
+        return f"skipped {self.name}: {self.reason}{held_by}"
+
+    def __repr__(self) -> str:
+        return f"Skipped(name={self.name!r}, reason={self.reason!r}, holder={self.holder!r})"
+
+
+_HOLDER_FIELDS = ("name", "session_id", "token", "remaining", "metadata")
 
 
 def current_term() -> Term | None:
@@ -137,6 +186,7 @@ class _LeaderRunner:
         self.name, self.wait = name, wait
         self._election: Election | None = None
         self._mutex = threading.Lock()
+        self._warned = False
 
     def election(self) -> Election:
         from .registry import get_engine
@@ -151,6 +201,17 @@ class _LeaderRunner:
         return election
 
     def run(self, call: Callable[[], R]) -> R | Skipped:
+        if not self._warned:
+            self._warned = True
+            queue = queued_task_runner()
+            if queue is not None:
+                logger.warning(
+                    "django-simba: the leader-mode singleton_task %r runs in %s: a call taken by a "
+                    "worker that is not the leader is skipped and runs nowhere; use mode='lock' for "
+                    "queued tasks",
+                    self.name,
+                    queue,
+                )
         election = self.election()
         term = election.term
         if term is None:
@@ -158,3 +219,17 @@ class _LeaderRunner:
             logger.info("%s", skipped)
             return skipped
         return _call_with_term(term, call)
+
+
+def queued_task_runner() -> str | None:
+    """What queued the current call (``"a Celery task"``, ``"an RQ job"``), or None.
+
+    Looked up only in libraries already imported: a process that uses neither imports neither.
+    """
+    celery = sys.modules.get("celery")
+    if celery is not None and bool(celery.current_task):  # a proxy: falsy outside a task
+        return "a Celery task"
+    rq = sys.modules.get("rq")
+    if rq is not None and rq.get_current_job() is not None:
+        return "an RQ job"
+    return None

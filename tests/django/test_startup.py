@@ -6,16 +6,9 @@ check``, so the library reports its own settings there, once per process.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
-import subprocess
-import sys
-import threading
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 from django.test import override_settings
@@ -23,8 +16,8 @@ from django.test import override_settings
 from django_simba import registry
 from django_simba.apps import maybe_autostart
 from django_simba.testing import wait_until
+from tests.django.processes import child_environ, console_script, running
 
-ROOT = Path(__file__).resolve().parents[2]
 TYPO = {"BACKEND": "memory", "LEASE_DURATON": 5}
 
 
@@ -63,40 +56,10 @@ def test_one_shot_commands_leave_the_report_to_the_check_framework(caplog):
     assert simba_records(caplog) == []
 
 
-class ServerOutput:
-    """Collects a server's stderr lines on a thread, so that the test can wait on them."""
-
-    def __init__(self, stream) -> None:
-        self.lines: list[str] = []
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream) -> None:
-        for line in stream:
-            self.lines.append(line.rstrip("\n"))
-
-    def matches(self, pattern: str) -> list[re.Match[str]]:
-        return [m for m in map(re.compile(pattern).search, list(self.lines)) if m]
-
-
 def test_gunicorn_logs_a_typo_at_start_in_every_worker_and_serves_the_pages_that_need_no_lock():
-    environ = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.django.tinysite.settings",
-        "PYTHONPATH": str(ROOT),
-        "SIMBA_CHILD_SIMBA": json.dumps({"LEASE_DURATON": 5}),
-    }
-    environ.pop("PYTEST_CURRENT_TEST", None)
-    gunicorn = Path(sys.executable).with_name("gunicorn")
-    process = subprocess.Popen(
-        [str(gunicorn), "--workers", "2", "--bind", "127.0.0.1:0", "tests.django.tinysite.wsgi:application"],
-        env=environ,
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    output = ServerOutput(process.stderr)
-    try:
+    environ = child_environ("tests.django.tinysite.settings", {"LEASE_DURATON": 5})
+    argv = [console_script("gunicorn"), "--workers", "2", "--bind", "127.0.0.1:0"]
+    with running([*argv, "tests.django.tinysite.wsgi:application"], environ) as (_, output):
         listening = wait_until(
             lambda: output.matches(r"Listening at: http://127\.0\.0\.1:(\d+)"), 30, message="gunicorn listens"
         )
@@ -118,6 +81,3 @@ def test_gunicorn_logs_a_typo_at_start_in_every_worker_and_serves_the_pages_that
         with pytest.raises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/locked/", timeout=10)
         assert caught.value.code == 500
-    finally:
-        process.terminate()
-        process.wait(30)
