@@ -31,6 +31,8 @@ REDIS_URL = os.environ.get("SIMBA_REDIS_URL", "redis://127.0.0.1:6379/15")
 #: Nothing listens on port 1 of the loopback interface: a connection is refused at once.
 CLOSED_PORT = 1
 FAST = {"LEASE_DURATION": 3, "RENEW_INTERVAL": 1, "TIMEOUT": 1}
+#: ``call_command("check")``: from Django 6.1 on, the model checks read the MySQL server's version.
+CHECK_COMMAND = pytest.mark.django_db(databases="__all__")
 
 
 class PickyBackend(MemoryBackend):
@@ -104,6 +106,7 @@ def test_valid_settings_report_nothing():
     assert ids({"BACKEND": "memory", "LEASE_DURATION": 10, "RENEW_INTERVAL": 5, "METADATA": "web-1 ✓"}) == []
 
 
+@CHECK_COMMAND
 def test_manage_py_check_fails_on_a_bad_setting():
     with override_settings(SIMBA={"LEASE_DURATION": -5}), pytest.raises(SystemCheckError, match="E004"):
         call_command("check")
@@ -167,6 +170,7 @@ def test_zookeeper_without_hosts_is_valid_as_at_run_time():
     ],
     ids=["redis", "zookeeper"],
 )
+@CHECK_COMMAND
 def test_deploy_check_reports_an_unreachable_backend(simba, caplog):
     with override_settings(SIMBA=simba):
         for args in (["--deploy"], ["--deploy", "--tag", "simba"]):
@@ -179,6 +183,7 @@ def test_deploy_check_reports_an_unreachable_backend(simba, caplog):
     assert client_noise == []
 
 
+@CHECK_COMMAND
 def test_deploy_check_passes_when_the_backend_answers(redis_server):
     simba = {"BACKEND": "redis", "OPTIONS": {"url": REDIS_URL}, **FAST}
     with override_settings(SIMBA=simba):
