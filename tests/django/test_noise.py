@@ -58,35 +58,13 @@ def test_an_outage_is_one_line_down_a_reminder_while_it_lasts_and_one_line_back(
 class SwitchableBackend(MemoryBackend):
     """A memory backend whose every call fails while ``down``, as a server that refuses connections."""
 
+    CALLS = frozenset({"open_session", "keep_alive", "close_session", "acquire", "release", "purge_expired"})
     down = False
 
-    def _guard(self) -> None:
-        if self.down:
+    def __getattribute__(self, name: str):
+        if name in SwitchableBackend.CALLS and object.__getattribute__(self, "down"):
             raise BackendUnavailable("connection refused")
-
-    def open_session(self, *args, **kwargs):
-        self._guard()
-        return super().open_session(*args, **kwargs)
-
-    def keep_alive(self, *args, **kwargs):
-        self._guard()
-        return super().keep_alive(*args, **kwargs)
-
-    def close_session(self, *args, **kwargs):
-        self._guard()
-        return super().close_session(*args, **kwargs)
-
-    def acquire(self, *args, **kwargs):
-        self._guard()
-        return super().acquire(*args, **kwargs)
-
-    def release(self, *args, **kwargs):
-        self._guard()
-        return super().release(*args, **kwargs)
-
-    def purge_expired(self, *args, **kwargs):
-        self._guard()
-        return super().purge_expired(*args, **kwargs)
+        return super().__getattribute__(name)
 
 
 def test_an_idle_worker_logs_one_line_when_the_backend_goes_and_one_when_it_is_back(caplog):
