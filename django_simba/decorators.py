@@ -13,8 +13,10 @@ mode a call taken by a worker that is not the leader is skipped, so it runs
 nowhere. A leader-mode call inside a Celery task or an RQ job logs a warning
 saying so, once per process.
 
-Works on plain functions, Celery / RQ task functions (put it under
-``@app.task``) and a management command's ``handle``. A skipped call returns a
+Works on plain functions, coroutine functions (the lock is taken and given
+back in a worker thread, the call is awaited under it), Celery / RQ task
+functions (put it under ``@app.task``), Django tasks (see
+:mod:`django_simba.task_framework`) and a management command's ``handle``. A skipped call returns a
 :class:`Skipped` value and logs why; the term is available to the function as
 ``current_term()`` for fencing.
 """
@@ -22,12 +24,15 @@ Works on plain functions, Celery / RQ task functions (put it under
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import re
 import sys
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any, Literal, ParamSpec, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 from .engine import Election, Term
 from .spi import LeaseInfo, LockTimeout, validate_name
@@ -37,7 +42,8 @@ logger = logging.getLogger("django_simba.tasks")
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_local = threading.local()
+#: The term of the call running in this thread or task (a context variable: it follows async code).
+_current_term: ContextVar[Term | None] = ContextVar("django_simba_current_term", default=None)
 
 
 class Skipped(dict[str, Any]):
@@ -102,7 +108,7 @@ _HOLDER_FIELDS = ("name", "session_id", "token", "remaining", "metadata")
 
 def current_term() -> Term | None:
     """The term under which the current ``@singleton_task`` call runs (for fencing)."""
-    return getattr(_local, "term", None)
+    return _current_term.get()
 
 
 def task_name_for(fn: Callable[..., Any]) -> str:
@@ -138,31 +144,79 @@ def singleton_task(
             else _LockRunner(task, timeout, max_hold)
         )
 
-        @functools.wraps(fn)
-        def run(*args: P.args, **kwargs: P.kwargs) -> R | Skipped:
-            return runner.run(lambda: fn(*args, **kwargs))
+        if inspect.iscoroutinefunction(fn):
+            call_async = cast(Callable[..., Awaitable[Any]], fn)
 
-        run.simba_name = task  # type: ignore[attr-defined]
-        run.simba_mode = mode  # type: ignore[attr-defined]
-        return run
+            @functools.wraps(fn)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                return await runner.run_async(lambda: call_async(*args, **kwargs))
+
+            wrapped = cast(Callable[P, R | Skipped], run_async)
+        else:
+
+            @functools.wraps(fn)
+            def run(*args: P.args, **kwargs: P.kwargs) -> R | Skipped:
+                return runner.run(lambda: fn(*args, **kwargs))
+
+            wrapped = run
+        wrapped.simba_name = task  # type: ignore[attr-defined]
+        wrapped.simba_mode = mode  # type: ignore[attr-defined]
+        return wrapped
 
     return decorate
 
 
-def _call_with_term(term: Term, call: Callable[[], R]) -> R:
-    previous = getattr(_local, "term", None)
-    _local.term = term
-    try:
-        return call()
-    finally:
-        _local.term = previous
+@dataclass(frozen=True, slots=True)
+class _Entered:
+    """A call may run: under ``term``; ``leave`` gives back what entering took."""
+
+    term: Term
+    leave: Callable[[], None]
 
 
-class _LockRunner:
+def _nothing_to_leave() -> None:
+    pass
+
+
+class _Runner:
+    """Enters (takes the lock, or finds this process leading) and runs the call under the term."""
+
+    name: str
+
+    def enter(self) -> _Entered | Skipped:
+        raise NotImplementedError
+
+    def run(self, call: Callable[[], R]) -> R | Skipped:
+        entered = self.enter()
+        if isinstance(entered, Skipped):
+            return entered
+        reset = _current_term.set(entered.term)
+        try:
+            return call()
+        finally:
+            _current_term.reset(reset)
+            entered.leave()
+
+    async def run_async(self, call: Callable[[], Awaitable[R]]) -> R | Skipped:
+        """For coroutine functions: entering and leaving block, so they run in a worker thread."""
+        from asgiref.sync import sync_to_async
+
+        entered = await sync_to_async(self.enter, thread_sensitive=False)()
+        if isinstance(entered, Skipped):
+            return entered
+        reset = _current_term.set(entered.term)
+        try:
+            return await call()
+        finally:
+            _current_term.reset(reset)
+            await sync_to_async(entered.leave, thread_sensitive=False)()
+
+
+class _LockRunner(_Runner):
     def __init__(self, name: str, timeout: float, max_hold: float | None) -> None:
         self.name, self.timeout, self.max_hold = name, timeout, max_hold
 
-    def run(self, call: Callable[[], R]) -> R | Skipped:
+    def enter(self) -> _Entered | Skipped:
         from .registry import get_engine
 
         engine = get_engine()
@@ -173,13 +227,10 @@ class _LockRunner:
             skipped = Skipped(self.name, "another instance holds the lock", engine.owner(self.name))
             logger.info("%s", skipped)
             return skipped
-        try:
-            return _call_with_term(term, call)
-        finally:
-            lock.release()
+        return _Entered(term, lock.release)
 
 
-class _LeaderRunner:
+class _LeaderRunner(_Runner):
     """Keeps one candidacy per process for the task's name, made on first call."""
 
     def __init__(self, name: str, wait: float | None) -> None:
@@ -200,7 +251,7 @@ class _LeaderRunner:
         election.wait_decided(wait)
         return election
 
-    def run(self, call: Callable[[], R]) -> R | Skipped:
+    def enter(self) -> _Entered | Skipped:
         if not self._warned:
             self._warned = True
             queue = queued_task_runner()
@@ -218,7 +269,7 @@ class _LeaderRunner:
             skipped = Skipped(self.name, "this instance is not the leader", election.leader())
             logger.info("%s", skipped)
             return skipped
-        return _call_with_term(term, call)
+        return _Entered(term, _nothing_to_leave)
 
 
 def queued_task_runner() -> str | None:
