@@ -30,9 +30,10 @@ from django_simba.decorators import Skipped, current_term
 from django_simba.spi import ConfigurationError
 from django_simba.task_framework import framework, singleton_task
 from django_simba.testing import wait_until
+from tests.django.engines import MEMORY_SIMBA, hold_elsewhere
 from tests.django.processes import ROOT, child_environ, running
 
-SIMBA = {"BACKEND": "memory", "LEASE_DURATION": 3, "RENEW_INTERVAL": 1}
+SIMBA = MEMORY_SIMBA
 
 
 @pytest.fixture
@@ -49,11 +50,6 @@ def fresh_engine():
         yield
     registry.reset()
 
-
-def hold_elsewhere(name: str) -> None:
-    backend = registry.get_engine().backend
-    other = backend.open_session(30, "host=other").session_id
-    assert backend.acquire(other, name) is not None
 
 
 # The task functions are module-level functions, as the framework wants; each test makes its own Task.

@@ -18,8 +18,9 @@ from django.test import override_settings
 
 from django_simba import registry, singleton_task
 from django_simba.decorators import Skipped
+from tests.django.engines import MEMORY_SIMBA, hold_elsewhere
 
-SIMBA = {"BACKEND": "memory", "LEASE_DURATION": 3, "RENEW_INTERVAL": 1}
+SIMBA = MEMORY_SIMBA
 
 
 @pytest.fixture(autouse=True)
@@ -28,12 +29,6 @@ def fresh_engine():
         yield
     registry.reset()
 
-
-def hold_elsewhere(name: str) -> None:
-    """Another instance leads ``name``."""
-    backend = registry.get_engine().backend
-    other = backend.open_session(30, "host=other").session_id
-    assert backend.acquire(other, name) is not None
 
 
 def test_a_skip_is_falsy_says_why_and_survives_json_and_pickle():
