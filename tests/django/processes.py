@@ -84,3 +84,17 @@ def running(argv: Sequence[str], environ: dict[str, str]) -> Iterator[tuple[subp
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
+
+
+def forget_redis_keys(url: str, *patterns: str) -> None:
+    """Delete what a test left on its Redis database (lease keys of its one-off names, queue bindings)."""
+    import redis
+
+    connection = redis.Redis.from_url(url)
+    try:
+        for pattern in patterns:
+            keys = list(connection.scan_iter(match=pattern, count=1000))
+            if keys:
+                connection.delete(*keys)
+    finally:
+        connection.close()

@@ -276,7 +276,7 @@ def test_run_stops_the_command_before_its_term_can_end_when_renewals_fail(tmp_pa
 
     from django_simba.backends.redis import RedisBackend
     from tests.backends.database.proxy import FreezableProxy
-    from tests.django.processes import redis_url_or_skip
+    from tests.django.processes import forget_redis_keys, redis_url_or_skip
 
     redis_url = urlsplit(redis_url_or_skip())
     proxy = FreezableProxy(redis_url.hostname or "127.0.0.1", redis_url.port or 6379)
@@ -323,6 +323,7 @@ def test_run_stops_the_command_before_its_term_can_end_when_renewals_fail(tmp_pa
         process.kill()
         proxy.close()
         direct.close()
+        forget_redis_keys(redis_url.geturl(), f"*{name}*")
     assert warned_at < gone_at < expires_at, (warned_at, gone_at, expires_at)
     assert process.returncode == 3, (out, err)
     assert "renewals" in err

@@ -16,7 +16,13 @@ import pytest
 from django_simba.backends.redis import RedisBackend
 from django_simba.decorators import Skipped
 from django_simba.testing import wait_until
-from tests.django.processes import child_environ, console_script, redis_url_or_skip, running
+from tests.django.processes import (
+    child_environ,
+    console_script,
+    forget_redis_keys,
+    redis_url_or_skip,
+    running,
+)
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -41,6 +47,12 @@ def elsewhere(redis_url: str) -> Iterator[tuple[RedisBackend, str]]:
     yield backend, session_id
     backend.close_session(session_id)
     backend.close()
+
+
+@pytest.fixture(autouse=True)
+def tidy(redis_url: str, prefix: str) -> Iterator[None]:
+    yield
+    forget_redis_keys(redis_url, f"*{prefix}*")  # the test's lease keys and its queue's bindings
 
 
 def worker_environ(redis_url: str, prefix: str, **extra: str) -> dict[str, str]:
@@ -104,15 +116,6 @@ def test_celery_stores_skipped_calls_as_successes_and_warns_about_leader_mode(re
             )
     finally:
         client.close()
-        _forget_queue(redis_url, queue)
-
-
-def _forget_queue(redis_url: str, queue: str) -> None:
-    import redis
-
-    connection = redis.Redis.from_url(redis_url)
-    connection.delete(queue, f"_kombu.binding.{queue}")
-    connection.close()
 
 
 # -- RQ ---------------------------------------------------------------------------------------
