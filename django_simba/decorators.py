@@ -16,9 +16,9 @@ saying so, once per process.
 Works on plain functions, coroutine functions (the lock is taken and given
 back in a worker thread, the call is awaited under it), Celery / RQ task
 functions (put it under ``@app.task``), Django tasks (see
-:mod:`django_simba.task_framework`) and a management command's ``handle``. A skipped call returns a
-:class:`Skipped` value and logs why; the term is available to the function as
-``current_term()`` for fencing.
+:mod:`django_simba.task_framework`) and a management command's ``handle``.
+A skipped call returns a :class:`Skipped` value and logs why; the term is
+available to the function as ``current_term()`` for fencing.
 """
 
 from __future__ import annotations
