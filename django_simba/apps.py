@@ -108,19 +108,23 @@ class SimbaConfig(AppConfig):
 
 
 def maybe_autostart(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> bool:
-    """Start the engine if AUTOSTART allows it here. Never raises: a bad setting is a check error."""
+    """Start the engine if AUTOSTART allows it here. Never raises: a bad setting is logged, with its id."""
     from . import conf, registry
+    from .checks import log_settings_problems
     from .engine.prefork import hold_for_children
 
+    start, reason = autostart_decision(
+        sys.argv if argv is None else argv, os.environ if environ is None else environ
+    )
+    # A serving process runs no system checks: it reports bad settings itself, at once.
+    if start and log_settings_problems(logger):
+        return False
     try:
         settings = conf.get_settings()
     except Exception:
         return False  # reported by the system checks, with a hint
     if not settings.autostart:
         return False
-    start, reason = autostart_decision(
-        sys.argv if argv is None else argv, os.environ if environ is None else environ
-    )
     if not start:
         logger.debug("django-simba: not starting the engine (%s)", reason)
         return False

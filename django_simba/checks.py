@@ -1,40 +1,36 @@
 """System checks for ``settings.SIMBA`` (ids ``django_simba.E0xx``, never reused).
 
-The configuration checks touch nothing outside the process. The reachability
-check talks to the backend, so it runs only with ``--deploy`` or ``--tag simba``.
+The configuration checks report the problems :func:`django_simba.conf.parse_all`
+finds, the very ones :func:`~django_simba.conf.get_settings` refuses at run
+time, and touch nothing outside the process. The reachability check talks to
+the backend, so it is a deployment check, run by ``check --deploy``
+(``check --deploy --tag simba`` runs Simba's checks only).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from . import conf
-from .spi import ConfigurationError, SimbaError
+from .lognoise import quiet_client_logs
+from .spi import SimbaError
 
 TAG = "simba"
-
-
+#: The reachability check gives up after this long whatever ``TIMEOUT`` says: ``check`` must not hang.
+REACH_TIMEOUT = 5.0
 @register(TAG)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    parsed, problems = conf.parse(conf._raw())
+    return settings_messages()
+
+
+def settings_messages() -> list[CheckMessage]:
+    """Every problem of ``settings.SIMBA``, as check messages (also logged at start-up)."""
+    parsed, problems = conf.parse_all(conf._raw())
     messages: list[CheckMessage] = [Error(p.message, hint=p.hint, id=p.id) for p in problems]
-    if parsed is None:
-        return messages
-    messages.extend(_check_options(parsed))
-    try:
-        conf.load_backend_class(parsed.backend)
-    except ConfigurationError as error:
-        messages.append(
-            Error(
-                str(error),
-                hint="Install the backend's extra, e.g. pip install 'django-simba[redis]'.",
-                id="django_simba.E003",
-            )
-        )
-    if parsed.timeout > parsed.renew_interval:
+    if parsed is not None and parsed.timeout > parsed.renew_interval:
         messages.append(
             Warning(
                 f"SIMBA['TIMEOUT'] ({parsed.timeout}) is longer than "
@@ -46,71 +42,54 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return messages
 
 
-def _check_options(parsed: conf.SimbaSettings) -> list[CheckMessage]:
-    alias = parsed.backend_alias
-    options = parsed.options
-    if alias == "database":
-        db = options.get("alias", "default")
-        if db not in settings.DATABASES:
-            return [
-                Error(
-                    f"SIMBA['OPTIONS']['alias'] names the database {db!r}, which is not in DATABASES.",
-                    hint=f"Use one of {', '.join(settings.DATABASES)}.",
-                    id="django_simba.E012",
-                )
-            ]
-    if alias == "redis":
-        cache = options.get("cache")
-        if cache is None and not options.get("url"):
-            return [
-                Error(
-                    "The redis backend needs SIMBA['OPTIONS']['cache'] (a django-redis alias) or 'url'.",
-                    hint="e.g. 'OPTIONS': {'cache': 'default'}",
-                    id="django_simba.E013",
-                )
-            ]
-        if cache is not None and cache not in settings.CACHES:
-            return [
-                Error(
-                    f"SIMBA['OPTIONS']['cache'] names the cache {cache!r}, which is not in CACHES.",
-                    hint=f"Use one of {', '.join(settings.CACHES)}.",
-                    id="django_simba.E013",
-                )
-            ]
-    if alias == "zookeeper" and not options.get("hosts"):
-        return [
-            Error(
-                "The zookeeper backend needs SIMBA['OPTIONS']['hosts'].",
-                hint="e.g. 'OPTIONS': {'hosts': 'zk1:2181,zk2:2181,zk3:2181'}",
-                id="django_simba.E014",
-            )
-        ]
-    return []
+def log_settings_problems(logger: logging.Logger) -> bool:
+    """Log every settings problem with its id, for processes that run no checks; True if any is an error.
+
+    Serving processes (gunicorn, Celery...) never run ``check``: without this a
+    typo in ``SIMBA`` would show first as a ConfigurationError at a request.
+    """
+    try:
+        messages = settings_messages()
+    except Exception:  # at start-up: report, never stop the process from serving
+        logger.exception("django-simba: checking settings.SIMBA failed")
+        return True
+    for message in messages:
+        level = logging.ERROR if message.is_serious() else logging.WARNING
+        logger.log(level, "django-simba: %s: %s HINT: %s", message.id, message.msg, message.hint)
+    serious = any(message.is_serious() for message in messages)
+    if serious:
+        logger.error(
+            "django-simba: not started: locks, elections and groups raise ConfigurationError until "
+            "settings.SIMBA is fixed (manage.py check lists the same problems); the rest is served"
+        )
+    return serious
 
 
 @register(TAG, deploy=True)
 def check_backend_reachable(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Deploy check: the backend answers (opens and closes a session)."""
-    if not kwargs.get("include_deployment_checks") and "tags" not in kwargs:
-        return []
-    parsed, problems = conf.parse(conf._raw())
-    if parsed is None or problems:
-        return []
-    from .registry import build_backend
-
+    """Deployment check: the backend answers (a session is opened and closed)."""
+    parsed, _ = conf.parse(conf._raw())
+    if parsed is None or any(message.is_serious() for message in settings_messages()):
+        return []  # the configuration check reports it
     try:
-        backend = build_backend(parsed)
-        try:
-            opened = backend.open_session(parsed.lease_duration, "django_simba check")
-            backend.close_session(opened.session_id)
-        finally:
-            backend.close()
-    except SimbaError as error:
+        with quiet_client_logs():
+            _open_and_close_a_session(parsed, min(parsed.timeout, REACH_TIMEOUT))
+    except Exception as error:  # a check reports, it never raises
+        reason = str(error) if isinstance(error, SimbaError) else f"{type(error).__name__}: {error}"
         return [
             Error(
-                f"The Simba {parsed.backend_alias} backend cannot be reached: {error}",
-                hint="Check SIMBA['OPTIONS'] and that the server is up.",
+                f"The Simba {parsed.backend_alias} backend cannot be reached: {reason}",
+                hint="Check SIMBA['OPTIONS'] and that the server is up and accepts this host.",
                 id="django_simba.E020",
             )
         ]
     return []
+
+
+def _open_and_close_a_session(parsed: conf.SimbaSettings, timeout: float) -> None:
+    backend = conf.load_backend_class(parsed.backend)(parsed.options, timeout=timeout)
+    try:
+        opened = backend.open_session(parsed.lease_duration, "django_simba check")
+        backend.close_session(opened.session_id)
+    finally:
+        backend.close()

@@ -4,7 +4,9 @@ Parsed on first use and cached until ``setting_changed`` fires for ``SIMBA``
 (so ``override_settings`` works in tests). Problems are collected as
 :class:`SettingProblem` values, which the system checks report with their ids;
 :func:`get_settings` raises on the first one, so a bad value never reaches a
-thread.
+thread. One rule for both: :func:`parse_all`. A backend's ``OPTIONS`` are
+judged by the backend class itself, whose constructor validates them without
+I/O.
 """
 
 from __future__ import annotations
@@ -169,7 +171,7 @@ def parse(raw: Any) -> tuple[SimbaSettings | None, list[SettingProblem]]:
     if prefork_parent is not None and not isinstance(prefork_parent, bool):
         problems.append(
             SettingProblem(
-                "django_simba.E015",
+                "django_simba.E016",
                 f"SIMBA['PREFORK_PARENT'] must be None, True or False, not {prefork_parent!r}.",
                 "Leave it None to recognise the servers' parent processes; True when the process that "
                 "loads Django only forks the processes that serve.",
@@ -235,6 +237,83 @@ def load_backend_class(path: str) -> type[LeaseBackend]:
     return cls
 
 
+#: Invalid ``OPTIONS``, by backend; a backend of your own gets E015.
+OPTIONS_PROBLEM_IDS = {
+    "database": "django_simba.E012",
+    "redis": "django_simba.E013",
+    "zookeeper": "django_simba.E014",
+}
+OPTIONS_HINTS = {
+    "redis": "Give 'cache' (a django-redis cache alias), 'url' (redis://...) or, on a cluster, "
+    "'startup_nodes' with 'cluster': True.",
+    "zookeeper": "e.g. 'OPTIONS': {'hosts': 'zk1:2181,zk2:2181,zk3:2181'}",
+}
+
+
+def parse_all(raw: Any) -> tuple[SimbaSettings | None, list[SettingProblem]]:
+    """:func:`parse`, and then what the backend class says of its ``OPTIONS``."""
+    parsed, problems = parse(raw)
+    if parsed is not None:
+        problems.extend(backend_problems(parsed))
+    return parsed, problems
+
+
+def backend_problems(parsed: SimbaSettings) -> list[SettingProblem]:
+    """The backend is built as the engine builds it (no I/O happens in a constructor) and closed."""
+    try:
+        backend_class = load_backend_class(parsed.backend)
+    except ConfigurationError as error:
+        hint = "Install the backend's extra, e.g. pip install 'django-simba[redis]'."
+        return [SettingProblem("django_simba.E003", str(error), hint)]
+    alias = parsed.backend_alias
+    try:
+        backend = backend_class(parsed.options, timeout=parsed.timeout)
+    except Exception as error:  # ConfigurationError, or a driver that cannot be loaded
+        if not isinstance(error, ConfigurationError):
+            error = ConfigurationError(f"{type(error).__name__}: {error}")
+        if alias == "database":
+            hint = f"'alias' must be one of DATABASES: {', '.join(django_settings.DATABASES)}."
+        else:
+            hint = OPTIONS_HINTS.get(alias, "See the documentation of the backend class.")
+        problem_id = OPTIONS_PROBLEM_IDS.get(alias, "django_simba.E015")
+        message = f"SIMBA['OPTIONS'] do not suit the {alias} backend: {error}."
+        return [SettingProblem(problem_id, message, hint)]
+    try:
+        return _borrowed_cache_problems(backend)
+    finally:
+        backend.close()
+
+
+def _borrowed_cache_problems(backend: LeaseBackend) -> list[SettingProblem]:
+    """The Redis backend borrows a django-redis cache's server unless given a url: it must be one."""
+    cache = getattr(getattr(backend, "settings", None), "cache", None)
+    if not isinstance(cache, str):
+        return []
+    if cache not in django_settings.CACHES:
+        problem = "which is not in CACHES"
+    elif not _is_django_redis(django_settings.CACHES[cache].get("BACKEND")):
+        problem = "which is not a django-redis cache"
+    else:
+        return []
+    return [
+        SettingProblem(
+            "django_simba.E013",
+            f"The redis backend takes its server from the cache {cache!r}, {problem}.",
+            "Set SIMBA['OPTIONS']['cache'] to a django-redis cache alias, or give 'url'.",
+        )
+    ]
+
+
+def _is_django_redis(path: object) -> bool:
+    try:
+        from django_redis.cache import RedisCache
+
+        cache_class = import_string(str(path))
+    except ImportError:
+        return False
+    return isinstance(cache_class, type) and issubclass(cache_class, RedisCache)
+
+
 _cached: SimbaSettings | None = None
 
 
@@ -242,7 +321,7 @@ def get_settings() -> SimbaSettings:
     """The current settings; raises ConfigurationError on an invalid ``SIMBA``."""
     global _cached
     if _cached is None:
-        parsed, problems = parse(_raw())
+        parsed, problems = parse_all(_raw())
         if problems or parsed is None:
             first = problems[0]
             raise ConfigurationError(f"{first.message} {first.hint} ({first.id})")

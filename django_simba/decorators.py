@@ -2,27 +2,37 @@
 
 ``mode="leader"`` (the default): the process keeps a candidacy for the task's
 name; a call runs only while this process is the elected leader, and is
-skipped elsewhere. Suits periodic jobs fired on every host (cron, Celery beat
-on several nodes, a scheduler thread per worker).
+skipped elsewhere. Suits periodic jobs fired on every host (cron, a scheduler
+thread per process), where every host makes the call and one of them leads.
 
 ``mode="lock"``: a call runs while holding the lock of the task's name, waiting
 up to ``timeout`` seconds (0: skip at once when another instance runs it).
+**Use lock mode for queued tasks** (Celery, RQ, Django's task framework): a
+queued call runs on whichever worker takes it from the queue, and in leader
+mode a call taken by a worker that is not the leader is skipped, so it runs
+nowhere. A leader-mode call inside a Celery task or an RQ job logs a warning
+saying so, once per process.
 
-Works on plain functions, Celery / RQ task functions (put it under
-``@app.task``) and a management command's ``handle``. A skipped call returns a
-:class:`Skipped` value, which is falsy, and logs why; the term is available to
-the function as ``current_term()`` for fencing.
+Works on plain functions, coroutine functions (the lock is taken and given
+back in a worker thread, the call is awaited under it), Celery / RQ task
+functions (put it under ``@app.task``), Django tasks (see
+:mod:`django_simba.task_framework`) and a management command's ``handle``.
+A skipped call returns a :class:`Skipped` value and logs why; the term is
+available to the function as ``current_term()`` for fencing.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import re
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 from .engine import Election, Term
 from .errors import LeaseLost
@@ -33,28 +43,73 @@ logger = logging.getLogger("django_simba.tasks")
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_local = threading.local()
+#: The term of the call running in this thread or task (a context variable: it follows async code).
+_current_term: ContextVar[Term | None] = ContextVar("django_simba_current_term", default=None)
 
 
-@dataclass(frozen=True, slots=True)
-class Skipped:
-    """What a skipped call returns: falsy, with the reason and who holds the name."""
+class Skipped(dict[str, Any]):
+    """What a skipped call returns: a successful result that says why, falsy for plain callers.
 
-    name: str
-    reason: str
-    holder: LeaseInfo | None = None
+    It is a dict of JSON values, ``{"skipped": True, "name": ..., "reason": ...,
+    "holder": {...} or None}``, so that every result backend stores it as it
+    stores any result (Celery's and RQ's JSON serializers, pickle, Django's task
+    framework). What a result backend gives back is a plain dict: turn it back
+    with :meth:`from_result`.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, name: str, reason: str, holder: LeaseInfo | None = None) -> None:
+        held_by = None if holder is None else {field: getattr(holder, field) for field in _HOLDER_FIELDS}
+        super().__init__(skipped=True, name=name, reason=reason, holder=held_by)
+
+    @classmethod
+    def from_result(cls, value: object) -> Skipped | None:
+        """The skip a stored result stands for, or None when the call was not skipped."""
+        if isinstance(value, Skipped):
+            return value
+        if not (isinstance(value, Mapping) and value.get("skipped") is True):
+            return None
+        name, reason, held_by = value.get("name"), value.get("reason"), value.get("holder")
+        if not (isinstance(name, str) and isinstance(reason, str)):
+            return None
+        holder = None
+        if isinstance(held_by, Mapping) and set(held_by) >= set(_HOLDER_FIELDS):
+            holder = LeaseInfo(**{field: held_by[field] for field in _HOLDER_FIELDS})
+        return cls(name, reason, holder)
+
+    @property
+    def name(self) -> str:
+        return str(self["name"])
+
+    @property
+    def reason(self) -> str:
+        return str(self["reason"])
+
+    @property
+    def holder(self) -> LeaseInfo | None:
+        """Who held the name when the call was skipped, if anyone was seen."""
+        held_by = self["holder"]
+        return None if held_by is None else LeaseInfo(**held_by)
 
     def __bool__(self) -> bool:
         return False
 
     def __str__(self) -> str:
-        holder = f" (held by {self.holder.metadata or self.holder.session_id})" if self.holder else ""
-        return f"skipped {self.name}: {self.reason}{holder}"
+        holder = self.holder
+        held_by = f" (held by {holder.metadata or holder.session_id})" if holder else ""
+        return f"skipped {self.name}: {self.reason}{held_by}"
+
+    def __repr__(self) -> str:
+        return f"Skipped(name={self.name!r}, reason={self.reason!r}, holder={self.holder!r})"
+
+
+_HOLDER_FIELDS = ("name", "session_id", "token", "remaining", "metadata")
 
 
 def current_term() -> Term | None:
     """The term under which the current ``@singleton_task`` call runs (for fencing)."""
-    return getattr(_local, "term", None)
+    return _current_term.get()
 
 
 def task_name_for(fn: Callable[..., Any]) -> str:
@@ -90,31 +145,79 @@ def singleton_task(
             else _LockRunner(task, timeout, max_hold)
         )
 
-        @functools.wraps(fn)
-        def run(*args: P.args, **kwargs: P.kwargs) -> R | Skipped:
-            return runner.run(lambda: fn(*args, **kwargs))
+        if inspect.iscoroutinefunction(fn):
+            call_async = cast(Callable[..., Awaitable[Any]], fn)
 
-        run.simba_name = task  # type: ignore[attr-defined]
-        run.simba_mode = mode  # type: ignore[attr-defined]
-        return run
+            @functools.wraps(fn)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                return await runner.run_async(lambda: call_async(*args, **kwargs))
+
+            wrapped = cast(Callable[P, R | Skipped], run_async)
+        else:
+
+            @functools.wraps(fn)
+            def run(*args: P.args, **kwargs: P.kwargs) -> R | Skipped:
+                return runner.run(lambda: fn(*args, **kwargs))
+
+            wrapped = run
+        wrapped.simba_name = task  # type: ignore[attr-defined]
+        wrapped.simba_mode = mode  # type: ignore[attr-defined]
+        return wrapped
 
     return decorate
 
 
-def _call_with_term(term: Term, call: Callable[[], R]) -> R:
-    previous = getattr(_local, "term", None)
-    _local.term = term
-    try:
-        return call()
-    finally:
-        _local.term = previous
+@dataclass(frozen=True, slots=True)
+class _Entered:
+    """A call may run: under ``term``; ``leave`` gives back what entering took."""
+
+    term: Term
+    leave: Callable[[], None]
 
 
-class _LockRunner:
+def _nothing_to_leave() -> None:
+    pass
+
+
+class _Runner:
+    """Enters (takes the lock, or finds this process leading) and runs the call under the term."""
+
+    name: str
+
+    def enter(self) -> _Entered | Skipped:
+        raise NotImplementedError
+
+    def run(self, call: Callable[[], R]) -> R | Skipped:
+        entered = self.enter()
+        if isinstance(entered, Skipped):
+            return entered
+        reset = _current_term.set(entered.term)
+        try:
+            return call()
+        finally:
+            _current_term.reset(reset)
+            entered.leave()
+
+    async def run_async(self, call: Callable[[], Awaitable[R]]) -> R | Skipped:
+        """For coroutine functions: entering and leaving block, so they run in a worker thread."""
+        from asgiref.sync import sync_to_async
+
+        entered = await sync_to_async(self.enter, thread_sensitive=False)()
+        if isinstance(entered, Skipped):
+            return entered
+        reset = _current_term.set(entered.term)
+        try:
+            return await call()
+        finally:
+            _current_term.reset(reset)
+            await sync_to_async(entered.leave, thread_sensitive=False)()
+
+
+class _LockRunner(_Runner):
     def __init__(self, name: str, timeout: float, max_hold: float | None) -> None:
         self.name, self.timeout, self.max_hold = name, timeout, max_hold
 
-    def run(self, call: Callable[[], R]) -> R | Skipped:
+    def enter(self) -> _Entered | Skipped:
         from .registry import get_engine
 
         engine = get_engine()
@@ -125,22 +228,25 @@ class _LockRunner:
             skipped = Skipped(self.name, "another instance holds the lock", engine.owner(self.name))
             logger.info("%s", skipped)
             return skipped
-        try:
-            return _call_with_term(term, call)
-        finally:
+        name = self.name
+
+        def leave() -> None:
             try:
                 lock.release()
             except LeaseLost as lost:  # the call is over: say it outlived its term, keep its result
-                logger.warning("django-simba: %s: %s", self.name, lost)
+                logger.warning("django-simba: %s: %s", name, lost)
+
+        return _Entered(term, leave)
 
 
-class _LeaderRunner:
+class _LeaderRunner(_Runner):
     """Keeps one candidacy per process for the task's name, made on first call."""
 
     def __init__(self, name: str, wait: float | None) -> None:
         self.name, self.wait = name, wait
         self._election: Election | None = None
         self._mutex = threading.Lock()
+        self._warned = False
 
     def election(self) -> Election:
         from .registry import get_engine
@@ -154,11 +260,36 @@ class _LeaderRunner:
         election.wait_decided(wait)
         return election
 
-    def run(self, call: Callable[[], R]) -> R | Skipped:
+    def enter(self) -> _Entered | Skipped:
+        if not self._warned:
+            self._warned = True
+            queue = queued_task_runner()
+            if queue is not None:
+                logger.warning(
+                    "django-simba: the leader-mode singleton_task %r runs in %s: a call taken by a "
+                    "worker that is not the leader is skipped and runs nowhere; use mode='lock' for "
+                    "queued tasks",
+                    self.name,
+                    queue,
+                )
         election = self.election()
         term = election.term
         if term is None:
             skipped = Skipped(self.name, "this instance is not the leader", election.leader())
             logger.info("%s", skipped)
             return skipped
-        return _call_with_term(term, call)
+        return _Entered(term, _nothing_to_leave)
+
+
+def queued_task_runner() -> str | None:
+    """What queued the current call (``"a Celery task"``, ``"an RQ job"``), or None.
+
+    Looked up only in libraries already imported: a process that uses neither imports neither.
+    """
+    celery = sys.modules.get("celery")
+    if celery is not None and bool(celery.current_task):  # a proxy: falsy outside a task
+        return "a Celery task"
+    rq = sys.modules.get("rq")
+    if rq is not None and rq.get_current_job() is not None:
+        return "an RQ job"
+    return None

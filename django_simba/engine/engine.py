@@ -40,6 +40,7 @@ from .election import Election
 from .group import Group
 from .lock import Lock
 from .observer import EngineObserver
+from .outage import Outage
 from .prefork import ForkHold
 from .runtime import CONTEND_LANE, SESSION_LANE, Outcome, Runtime, ThreadRuntime, Timer
 from .slot import FIRST_POLL_DELAY, Slot
@@ -94,6 +95,7 @@ class Engine:
         self._opening = False
         self._open_retry = FIRST_OPEN_RETRY
         self._last_error: BaseException | None = None
+        self._outage = Outage(self.now, f"the {self.backend.vendor} backend")  # what of an outage to log
         self._started = False
         self._closed = False
         self._subscribed = False
@@ -265,12 +267,8 @@ class Engine:
                 self._last_error = outcome.error
                 delay = self._open_retry * (0.5 + self.runtime.random.random())
                 self._open_retry = min(self._open_retry * 2, self.config.renew_interval)
-                logger.warning(
-                    "django-simba: cannot open a session on the %s backend (%s); retrying in %.2f s",
-                    self.backend.vendor,
-                    outcome.error,
-                    delay,
-                )
+                what = f"cannot open a session on the {self.backend.vendor} backend ({outcome.error})"
+                _log_outage(self._outage.failed(f"{what}; retrying in {delay:.2f} s"))
                 self.runtime.call_later(delay, self._open_locked)
                 return
             opened = outcome.value
@@ -283,6 +281,7 @@ class Engine:
             self._last_error = None
             session = _Session(opened.session_id, self.config.trusted_until(sent, opened.remaining))
             self._session = session
+            _log_outage(self._outage.succeeded())
             logger.info("django-simba: session %s opened on the %s backend", session.id, self.backend.vendor)
             self._notify_observers(lambda o: o.session_opened(session.id))
             self._session_changed.notify_all()
@@ -329,12 +328,14 @@ class Engine:
             renewal = outcome.value
             in_time = renewal is not None and elapsed <= self.config.renew_interval
             self._notify_observers(lambda o: o.keep_alive_done(elapsed, in_time))
+            if renewal is not None or isinstance(outcome.error, SessionExpired):
+                _log_outage(self._outage.succeeded())  # it answered
             if isinstance(outcome.error, SessionExpired):
                 self._lose_session(session_id, EndReason.SESSION_EXPIRED)
                 return
             if renewal is None:
-                self._last_error = outcome.error
-                logger.warning("django-simba: keep-alive of session %s failed: %s", session_id, outcome.error)
+                self._last_error = error = outcome.error
+                _log_outage(self._outage.failed(f"keep-alive of session {session_id} failed: {error}"))
                 self._schedule_keep_alive(session_id, self.config.renew_interval / 2)
                 return
             deadline = self.config.trusted_until(sent, renewal.remaining)
@@ -533,6 +534,7 @@ class Engine:
         slot.busy = None
         if outcome.error is None:
             self._measure_acquire(self.now() - sent)
+            _log_outage(self._outage.succeeded())
         session = self._session
         if session is None or session.id != session_id:
             self._kick(slot)  # the grant, if any, belongs to a session we already gave up
@@ -543,7 +545,7 @@ class Engine:
         if outcome.error is not None:
             # Maybe applied with its reply lost: a keep-alive will list it and we free it then.
             self._last_error = outcome.error
-            logger.info("django-simba: acquire of %r failed: %s", slot.name, outcome.error)
+            _log_outage(self._outage.failed(f"acquire of {slot.name!r} failed: {outcome.error}"))
             self._retry_later(slot, self._poll_delay(slot))
             return
         grant = outcome.value
@@ -1015,6 +1017,11 @@ class Engine:
 def _ignore(outcome: Outcome[Any]) -> None:
     if outcome.error is not None:
         logger.debug("django-simba: background call failed: %s", outcome.error)
+
+
+def _log_outage(line: str | None) -> None:
+    if line is not None:
+        logger.warning("django-simba: %s", line)
 
 
 def _log_purge(outcome: Outcome[int]) -> None:

@@ -1,12 +1,14 @@
-"""How the commands turn library errors into exit codes (documented in docs/commands.rst)."""
+"""How the commands turn library errors into exit codes (documented in docs/commands.rst), and keep
+client libraries' retry chatter out of their output."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from django.core.management.base import CommandError
 
+from ..lognoise import quiet_client_logs
 from ..spi import BackendUnavailable, ConfigurationError, InvalidName
 
 #: The backend could not be reached (or did not answer in time).
@@ -24,3 +26,8 @@ def command_errors() -> Iterator[None]:
         raise CommandError(f"invalid Simba configuration: {error}") from error
     except BackendUnavailable as error:
         raise CommandError(f"the Simba backend cannot be reached: {error}", returncode=UNREACHABLE) from error
+
+
+def client_logs(verbosity: int) -> AbstractContextManager[object]:
+    """Client libraries' retry warnings are dropped (the command says why it failed) unless ``-v 2``."""
+    return quiet_client_logs() if verbosity < 2 else nullcontext()

@@ -15,3 +15,15 @@ def reset_engine() -> None:
     registry.reset()
     if engine is not None:
         engine.backend.close()
+
+
+#: The process's engine on the in-memory backend, with short timings.
+MEMORY_SIMBA = {"BACKEND": "memory", "LEASE_DURATION": 3, "RENEW_INTERVAL": 1}
+
+
+def hold_elsewhere(name: str, metadata: str = "host=other") -> str:
+    """Another instance (a session of its own on the process's backend) takes ``name``; its session id."""
+    backend = registry.get_engine().backend
+    other = backend.open_session(30, metadata).session_id
+    assert backend.acquire(other, name) is not None
+    return other

@@ -1,15 +1,47 @@
-"""Settings parsing and the system checks: every invalid value has an id and a hint."""
+"""Settings parsing and the system checks: every invalid value has an id and a hint.
+
+The deployment check (E020) is run the way operators run it, through
+``call_command("check", ...)``, against servers that are not there: a closed
+Redis or ZooKeeper port, a PostgreSQL or MariaDB database that does not exist.
+"""
 
 from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from django_simba import conf
+from django_simba import conf, lock
+from django_simba.backends.memory import MemoryBackend
 from django_simba.checks import check_settings
-from django_simba.spi import ConfigurationError
+from django_simba.spi import ConfigurationError, SimbaError
+from tests.django.engines import reset_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+REDIS_URL = os.environ.get("SIMBA_REDIS_URL", "redis://127.0.0.1:6379/15")
+#: Nothing listens on port 1 of the loopback interface: a connection is refused at once.
+CLOSED_PORT = 1
+FAST = {"LEASE_DURATION": 3, "RENEW_INTERVAL": 1, "TIMEOUT": 1}
+#: ``call_command("check")``: from Django 6.1 on, the model checks read the MySQL server's version.
+CHECK_COMMAND = pytest.mark.django_db(databases="__all__")
+
+
+class PickyBackend(MemoryBackend):
+    """A backend of one's own that validates its options in its constructor, as the built-in ones do."""
+
+    def __init__(self, options=None, *, timeout=5.0):
+        if options and set(options) - {"size"}:
+            raise ConfigurationError(f"unknown options {sorted(set(options) - {'size'})}")
+        super().__init__(timeout=timeout)
 
 
 def ids(simba) -> list[str]:
@@ -18,11 +50,15 @@ def ids(simba) -> list[str]:
 
 
 def test_defaults_are_valid():
-    with override_settings():
-        from django.conf import settings
+    from django.conf import settings
 
-        del settings.SIMBA
-        parsed = conf.get_settings()
+    with override_settings():
+        del settings.SIMBA  # sends no setting_changed: the cache is cleared by hand, before and after
+        conf.clear_cache()
+        try:
+            parsed = conf.get_settings()
+        finally:
+            conf.clear_cache()
         assert parsed.backend == "django_simba.backends.database.DatabaseBackend"
         assert (parsed.lease_duration, parsed.renew_interval, parsed.drift) == (15.0, 5.0, 0.01)
         assert parsed.timeout == parsed.renew_interval
@@ -45,7 +81,7 @@ def test_defaults_are_valid():
         ({"DRIFT": True}, "django_simba.E006"),
         ({"PURGE_INTERVAL": None}, "django_simba.E007"),
         ({"AUTOSTART": "yes"}, "django_simba.E008"),
-        ({"PREFORK_PARENT": "gunicorn"}, "django_simba.E015"),
+        ({"PREFORK_PARENT": "gunicorn"}, "django_simba.E016"),
         ({"METADATA": "x" * 1025}, "django_simba.E009"),
         ({"METADATA": "bell\x07"}, "django_simba.E009"),
         ({"OPTIONS": ["default"]}, "django_simba.E010"),
@@ -54,7 +90,10 @@ def test_defaults_are_valid():
         ({"BACKEND": "database", "OPTIONS": {"alias": "nope"}}, "django_simba.E012"),
         ({"BACKEND": "redis", "OPTIONS": {}}, "django_simba.E013"),
         ({"BACKEND": "redis", "OPTIONS": {"cache": "nope"}}, "django_simba.E013"),
-        ({"BACKEND": "zookeeper", "OPTIONS": {}}, "django_simba.E014"),
+        ({"BACKEND": "redis", "OPTIONS": {"url": "redis://x", "cache": "redis"}}, "django_simba.E013"),
+        ({"BACKEND": "zookeeper", "OPTIONS": {"hosts": ""}}, "django_simba.E014"),
+        ({"BACKEND": "zookeeper", "OPTIONS": {"host": "zk:2181"}}, "django_simba.E014"),
+        ({"BACKEND": "tests.django.test_checks.PickyBackend", "OPTIONS": {"colour": 1}}, "django_simba.E015"),
     ],
 )
 def test_invalid_settings_are_reported_with_ids_and_hints(simba, expected):
@@ -68,6 +107,7 @@ def test_valid_settings_report_nothing():
     assert ids({"BACKEND": "memory", "LEASE_DURATION": 10, "RENEW_INTERVAL": 5, "METADATA": "web-1 ✓"}) == []
 
 
+@CHECK_COMMAND
 def test_manage_py_check_fails_on_a_bad_setting():
     with override_settings(SIMBA={"LEASE_DURATION": -5}), pytest.raises(SystemCheckError, match="E004"):
         call_command("check")
@@ -79,3 +119,129 @@ def test_get_settings_raises_a_clear_error_and_follows_override_settings():
     with override_settings(SIMBA={"BACKEND": "memory", "LEASE_DURATION": 40, "RENEW_INTERVAL": 10}):
         assert conf.get_settings().lease_duration == 40
     assert conf.get_settings().lease_duration == 3
+
+
+# -- one rule for OPTIONS, in check and at run time ------------------------------------------------
+
+DJANGO_REDIS_DEFAULT = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
+    }
+}
+
+
+def test_redis_without_options_borrows_the_default_cache_in_check_and_at_run_time(redis_server):
+    simba = {"BACKEND": "redis", **FAST}
+    with override_settings(SIMBA=simba, CACHES=DJANGO_REDIS_DEFAULT):
+        try:
+            assert ids(simba) == []
+            with lock("checks:default-cache", timeout=5) as term:
+                assert term.token > 0
+        finally:
+            reset_engine()
+
+
+def test_redis_without_options_and_no_django_redis_default_cache_fails_in_check_and_at_run_time():
+    simba = {"BACKEND": "redis", **FAST}
+    with override_settings(SIMBA=simba):  # the test settings' "default" cache is a LocMemCache
+        messages = check_settings()
+        assert [m.id for m in messages] == ["django_simba.E013"]
+        assert "'default', which is not a django-redis cache" in messages[0].msg
+        try:
+            with pytest.raises(SimbaError, match="not a django-redis cache"), lock("checks:x", timeout=2):
+                pass
+        finally:
+            reset_engine()
+
+
+def test_zookeeper_without_hosts_is_valid_as_at_run_time():
+    assert ids({"BACKEND": "zookeeper", **FAST}) == []
+
+
+# -- the deployment check: the backend answers -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "simba",
+    [
+        {"BACKEND": "redis", "OPTIONS": {"url": f"redis://127.0.0.1:{CLOSED_PORT}/0"}, **FAST},
+        {"BACKEND": "zookeeper", "OPTIONS": {"hosts": f"127.0.0.1:{CLOSED_PORT}"}, **FAST},
+    ],
+    ids=["redis", "zookeeper"],
+)
+@CHECK_COMMAND
+def test_deploy_check_reports_an_unreachable_backend(simba, caplog):
+    with override_settings(SIMBA=simba):
+        for args in (["--deploy"], ["--deploy", "--tag", "simba"]):
+            started = time.monotonic()
+            with pytest.raises(SystemCheckError, match=r"django_simba\.E020.*cannot be reached"):
+                call_command("check", *args)
+            assert time.monotonic() - started < 30, "check waits at most its short timeout per server"
+        call_command("check", "--tag", "simba")  # without --deploy nothing leaves the process
+    client_noise = [r for r in caplog.records if r.name.startswith("kazoo")]
+    assert client_noise == []
+
+
+@CHECK_COMMAND
+def test_deploy_check_passes_when_the_backend_answers(redis_server):
+    simba = {"BACKEND": "redis", "OPTIONS": {"url": REDIS_URL}, **FAST}
+    with override_settings(SIMBA=simba):
+        call_command("check", "--deploy", "--tag", "simba")
+
+
+@pytest.mark.parametrize(
+    ("alias", "name_variable"),
+    [("postgresql", "SIMBA_PG_NAME"), ("mysql", "SIMBA_MYSQL_NAME")],
+)
+def test_deploy_check_reports_a_missing_database(alias, name_variable):
+    environ = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.django.process_settings",
+        "PYTHONPATH": str(ROOT),
+        "SIMBA_CHILD_SIMBA": json.dumps({"BACKEND": "database", "OPTIONS": {"alias": alias}, **FAST}),
+        name_variable: "simba_no_such_database",
+    }
+    environ.pop("PYTEST_CURRENT_TEST", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "check", "--deploy", "--tag", "simba"],
+        env=environ,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "django_simba.E020" in done.stderr and "simba_no_such_database" in done.stderr
+
+
+@pytest.fixture
+def redis_server():
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_timeout=2).ping()
+    except redis.RedisError:
+        from tests.conftest import server_missing
+
+        server_missing("Redis")
+
+
+def test_client_log_records_are_dropped_and_counted_only_while_quieted():
+    from django_simba.lognoise import quiet_client_logs
+
+    kazoo = logging.getLogger("kazoo.client")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    kazoo.addHandler(handler)
+    try:
+        with quiet_client_logs() as chatter:
+            kazoo.warning("Connection dropped: refused")
+            kazoo.error("a real error")
+        kazoo.warning("after")
+    finally:
+        kazoo.removeHandler(handler)
+    assert [r.getMessage() for r in records] == ["a real error", "after"]
+    assert chatter.dropped == 1

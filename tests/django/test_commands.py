@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,104 @@ def test_run_a_management_command_of_the_project(tmp_path, backend):
     run_command("simba_run", "--lock", "cron:shell", "--manage", "--", "shell", "-c", code)
     assert marker.read_text() == "cron:shell"
     assert backend.owner("cron:shell") is None
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_ends_the_wait_for_the_lock_at_once(backend, signum):
+    other = backend.open_session(60, "host=other pid=3").session_id
+    assert backend.acquire(other, "cron:wait") is not None
+    simba = {**SIMBA, "METADATA": "waiting-child"}
+    process = child("simba_run", "--lock", "cron:wait", "--timeout", "300", "--", "true", simba=simba)
+    try:
+        # Its handlers are installed just before the wait begins (before, a signal kills it as any process).
+        wait_until(lambda: _catches(process.pid, signal.SIGTERM), 30, message="simba_run catches SIGTERM")
+        wait_until(
+            lambda: any(s.metadata == "waiting-child" for s in backend.sessions()),
+            30,
+            message="simba_run opened its session",
+        )
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=20)  # not after the 300 s of --timeout
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signum, (out, err)
+    assert f"stopped by {signal.Signals(signum).name} while waiting for 'cron:wait'" in err
+    assert not any(s.metadata == "waiting-child" for s in backend.sessions())  # closed on the way out
+    assert backend.owner("cron:wait").session_id == other
+    backend.close_session(other)
+
+
+def test_run_stops_the_command_before_its_term_can_end_when_renewals_fail(tmp_path):
+    """The command is warned while the term is valid and is gone before the lease expires on Redis."""
+    from urllib.parse import urlsplit
+
+    from django_simba.backends.redis import RedisBackend
+    from tests.backends.database.proxy import FreezableProxy
+    from tests.django.processes import forget_redis_keys, redis_url_or_skip
+
+    redis_url = urlsplit(redis_url_or_skip())
+    proxy = FreezableProxy(redis_url.hostname or "127.0.0.1", redis_url.port or 6379)
+    direct = RedisBackend({"url": redis_url.geturl()}, timeout=2)
+    name = f"cron:renewals-{os.getpid()}"
+    script = (
+        "import os, pathlib, signal, time\n"
+        f"here = pathlib.Path({str(tmp_path)!r})\n"
+        "signal.signal(signal.SIGTERM, lambda *_: (here / 'term').write_text(repr(time.monotonic())))\n"
+        "(here / 'pid').write_text(str(os.getpid()))\n"
+        "while True:\n"
+        "    time.sleep(0.02)\n"  # ignores SIGTERM: only SIGKILL ends it
+    )
+    simba = {
+        "BACKEND": "redis",
+        "OPTIONS": {"url": f"redis://127.0.0.1:{proxy.port}{redis_url.path}"},
+        "LEASE_DURATION": 6,
+        "RENEW_INTERVAL": 1,
+        "TIMEOUT": 1,
+        "DRIFT": 0.05,
+    }
+    argv = ["simba_run", "--lock", name, "--kill-after", "2", "--", sys.executable, "-c", script]
+    process = child(*argv, simba=simba)
+    try:
+        wait_until((tmp_path / "pid").exists, 30, message="the command started")
+        pid = int((tmp_path / "pid").read_text())
+        holder = direct.owner(name)
+        assert holder is not None
+        proxy.freeze()  # renewals go nowhere from now on
+
+        def lease_expires_at() -> float:
+            info = direct.owner(name)
+            assert info is not None and info.session_id == holder.session_id, "the term is still valid"
+            return time.monotonic() + info.remaining
+
+        expires_at = lease_expires_at()
+        wait_until((tmp_path / "term").exists, 20, message="the command got SIGTERM")
+        warned_at = float((tmp_path / "term").read_text())
+        expires_at = max(expires_at, lease_expires_at())  # still held on Redis when SIGTERM came
+        wait_until(lambda: _gone(pid), 20, interval=0.005, message="the command is gone")
+        gone_at = time.monotonic()
+        out, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        proxy.close()
+        direct.close()
+        forget_redis_keys(redis_url.geturl(), f"*{name}*")
+    assert warned_at < gone_at < expires_at, (warned_at, gone_at, expires_at)
+    assert process.returncode == 3, (out, err)
+    assert "renewals" in err
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie waiting to be reaped counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """The process has a handler of its own for ``signum`` (the SigCgt mask of /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False

@@ -80,3 +80,22 @@ def test_bad_arguments_fail_at_decoration():
         singleton_task("x", mode="everywhere")
     with pytest.raises(ValueError):
         singleton_task("bad name")
+
+
+def test_a_coroutine_function_runs_under_the_lock_and_sees_its_term():
+    import asyncio
+
+    @singleton_task("async.job", mode="lock")
+    async def job():
+        await asyncio.sleep(0)
+        term = current_term()
+        return term.token, term.is_valid()
+
+    token, valid = asyncio.run(job())
+    assert token > 0 and valid
+    assert current_term() is None
+    engine = registry.get_engine()
+    assert engine.owner("async.job") is None  # given back once the coroutine finished
+    other = engine.backend.open_session(30, "host=other").session_id
+    engine.backend.acquire(other, "async.job")
+    assert isinstance(asyncio.run(job()), Skipped)

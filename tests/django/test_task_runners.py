@@ -1,8 +1,15 @@
-"""@singleton_task under the task runners users put it in: Celery, RQ and a management command."""
+"""@singleton_task under the task runners users put it in, in this process: Celery (eager), RQ (synchronous),
+Django's task framework (ImmediateBackend) and a management command.
+
+Real worker processes are in test_task_queues.py.
+"""
 
 from __future__ import annotations
 
 import io
+import json
+import logging
+import pickle
 
 import pytest
 from django.core.management import call_command
@@ -11,8 +18,9 @@ from django.test import override_settings
 
 from django_simba import registry, singleton_task
 from django_simba.decorators import Skipped
+from tests.django.engines import MEMORY_SIMBA, hold_elsewhere
 
-SIMBA = {"BACKEND": "memory", "LEASE_DURATION": 3, "RENEW_INTERVAL": 1}
+SIMBA = MEMORY_SIMBA
 
 
 @pytest.fixture(autouse=True)
@@ -22,14 +30,27 @@ def fresh_engine():
     registry.reset()
 
 
-def hold_elsewhere(name: str) -> None:
-    """Another instance leads ``name``."""
-    backend = registry.get_engine().backend
-    other = backend.open_session(30, "host=other").session_id
-    assert backend.acquire(other, name) is not None
+
+def test_a_skip_is_falsy_says_why_and_survives_json_and_pickle():
+    hold_elsewhere("plain.busy")
+
+    @singleton_task("plain.busy", mode="lock")
+    def busy():
+        raise AssertionError("must not run")
+
+    skipped = busy()
+    assert isinstance(skipped, Skipped) and not skipped
+    assert skipped.reason == "another instance holds the lock" and skipped.holder.metadata == "host=other"
+    assert str(skipped) == "skipped plain.busy: another instance holds the lock (held by host=other)"
+    stored = json.loads(json.dumps(skipped))
+    assert type(stored) is dict and stored["skipped"] is True
+    assert Skipped.from_result(stored) == skipped and Skipped.from_result(stored).holder == skipped.holder
+    unpickled = pickle.loads(pickle.dumps(skipped))
+    assert isinstance(unpickled, Skipped) and not unpickled and unpickled == skipped
+    assert Skipped.from_result({"skipped": "yes"}) is None and Skipped.from_result(42) is None
 
 
-def test_celery_task_runs_on_the_leader_only():
+def test_celery_task_runs_on_the_leader_only(caplog):
     import celery
 
     app = celery.Celery("simba-tests", broker="memory://", backend="cache+memory://")
@@ -45,7 +66,9 @@ def test_celery_task_runs_on_the_leader_only():
     def elsewhere():
         raise AssertionError("must not run")
 
-    assert double.delay(21).get(timeout=5) == 42
+    with caplog.at_level(logging.WARNING, "django_simba.tasks"):
+        assert double.delay(21).get(timeout=5) == 42
+    assert "runs in a Celery task" in caplog.text and "mode='lock'" in caplog.text
     hold_elsewhere("celery.elsewhere")
     assert isinstance(elsewhere.delay().get(timeout=5), Skipped)
 
@@ -83,6 +106,28 @@ def redis_url():
 @singleton_task("rq.report", mode="lock")
 def locked_report(x):
     return x + 1
+
+
+def report_body(x):
+    return x + 1
+
+
+@pytest.mark.parametrize(
+    "framework",
+    [
+        pytest.param("django.tasks", id="django6"),  # Django 6 only: tox env py312-django6
+        pytest.param("django_tasks", id="backport"),  # the django-tasks package, on every Django
+    ],
+)
+def test_django_task_framework_stores_a_skip_as_a_success(framework):
+    tasks = pytest.importorskip(framework, reason=f"{framework} does not exist in this Django version")
+    report = tasks.task(singleton_task("djtasks.report", mode="lock")(report_body))
+    assert report.enqueue(5).return_value == 6
+    hold_elsewhere("djtasks.report")
+    result = report.enqueue(5)
+    assert result.status == tasks.TaskResultStatus.SUCCESSFUL
+    skipped = Skipped.from_result(result.return_value)
+    assert skipped is not None and skipped.holder.metadata == "host=other"
 
 
 def test_management_command_handle_is_skipped_elsewhere():

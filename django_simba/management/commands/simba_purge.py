@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...spi import MAX_PURGE_LIMIT
 from ...status import purge, tool_backend
-from ..errors import command_errors
+from ..errors import client_logs, command_errors
 
 
 class Command(BaseCommand):
@@ -32,7 +32,7 @@ class Command(BaseCommand):
         limit = options["limit"]
         if not 0 < limit <= MAX_PURGE_LIMIT:
             raise CommandError(f"--limit must be from 1 to {MAX_PURGE_LIMIT}")
-        with command_errors(), tool_backend() as backend:
+        with command_errors(), client_logs(options["verbosity"]), tool_backend() as backend:
             if not backend.needs_purge:
                 self.stdout.write(
                     f"The {backend.vendor} backend removes expired sessions by itself: nothing to purge."

@@ -7,8 +7,10 @@ term is lost.
 
 Exit codes: COMMAND's own (128 + N when a signal N ended it); 0 when skipped
 (``--skip-code`` changes it); 1 invalid arguments or settings; 2 the backend
-cannot be reached; 3 the term was lost while COMMAND ran (it was stopped);
-126 / 127 COMMAND not executable / not found.
+cannot be reached; 3 the term was lost while COMMAND ran, or renewals failed
+close to its end (COMMAND was stopped); 126 / 127 COMMAND not executable / not
+found; 128 + N when signal N stopped ``simba_run`` before COMMAND started
+(130 for Ctrl-C, 143 for SIGTERM).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class Command(BaseCommand):
             "--kill-after",
             type=float,
             default=10.0,
-            help="When the term is lost, SIGKILL the command this long after SIGTERM (default 10 s).",
+            help="Seconds the command gets between SIGTERM and SIGKILL when the term ends or is about to "
+            "(default 10); keep it below LEASE_DURATION - RENEW_INTERVAL.",
         )
         parser.add_argument("--skip-code", type=int, default=0, help="Exit code when skipped (default 0).")
         parser.add_argument("command", nargs=argparse.REMAINDER, help="The command, after --.")
@@ -62,11 +65,13 @@ class Command(BaseCommand):
             outcome = run_exclusively(
                 argv, name, mode=mode, timeout=options["timeout"], kill_after=options["kill_after"]
             )
-        if not outcome.ran:
+        if outcome.skipped:
             self.stdout.write(outcome.message)
             if options["skip_code"]:
                 raise CommandError(outcome.message, returncode=options["skip_code"])
             return
+        if not outcome.ran:
+            raise CommandError(outcome.message, returncode=outcome.exit_code)
         if outcome.exit_code:
             raise CommandError(f"{argv[0]}: {outcome.message}", returncode=outcome.exit_code)
         if options["verbosity"] > 1:

@@ -1,8 +1,9 @@
 """``manage.py simba_status``: sessions, leases and groups of the configured backend.
 
 Exit codes: 0 shown; 1 invalid settings or arguments; 2 the backend cannot be
-reached (the reason is printed). With ``--watch``, the exit code is that of
-the last refresh.
+reached (the reason is printed, once: the client library's retry warnings are
+dropped unless ``-v 2``). With ``--watch``, the exit code is that of the last
+refresh.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...status import Snapshot, as_json, collect, render_table, tool_backend
-from ..errors import UNREACHABLE, command_errors
+from ..errors import UNREACHABLE, client_logs, command_errors
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 
@@ -39,12 +40,13 @@ class Command(BaseCommand):
         if options["interval"] <= 0 or options["count"] < 0:
             raise CommandError("--interval must be > 0 and --count >= 0")
         if not options["watch"]:
-            self.stdout.write(self.render(self.snapshot(options["prefix"]), options["json"]), ending="")
+            snapshot = self.snapshot(options["prefix"], options["verbosity"])
+            self.stdout.write(self.render(snapshot, options["json"]), ending="")
             return
         self.watch(options)
 
-    def snapshot(self, prefix: str) -> Snapshot:
-        with command_errors(), tool_backend() as backend:
+    def snapshot(self, prefix: str, verbosity: int = 1) -> Snapshot:
+        with command_errors(), client_logs(verbosity), tool_backend() as backend:
             return collect(backend, prefix)
 
     def render(self, snapshot: Snapshot, as_machine: bool) -> str:
@@ -66,7 +68,8 @@ class Command(BaseCommand):
         try:
             while True:
                 try:
-                    text = self.render(self.snapshot(options["prefix"]), options["json"])
+                    snapshot = self.snapshot(options["prefix"], options["verbosity"])
+                    text = self.render(snapshot, options["json"])
                     failure = None
                 except CommandError as error:
                     if error.returncode != UNREACHABLE:

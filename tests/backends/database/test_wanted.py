@@ -31,7 +31,8 @@ def test_a_release_reports_a_refusal_during_its_term(backend: DatabaseBackend, a
 
         second = backend.acquire(holder, name)  # a new term starts with nobody turned away
         assert second is not None and second.token > first.token
-        assert backend.release(holder, name, second.token).contended is (None if alias == "postgresql" else False)
+        no_refusal = None if alias == "postgresql" else False
+        assert backend.release(holder, name, second.token).contended is no_refusal
 
         assert backend.release(holder, name, second.token).contended is None  # nothing freed: no hint
         assert backend.acquire(other, name) is not None  # the refusal left the name free to take

@@ -1,0 +1,165 @@
+"""@singleton_task under real task-queue workers: a Celery worker and an RQ worker, on Redis.
+
+A skipped call must be a success that the result backend stores: Celery's and
+RQ's JSON serializers, which refused the old ``Skipped`` dataclass (the task
+ended in FAILURE with an EncodeError). The test holds the task's name from a
+session of its own, so every call the worker takes is skipped until it lets go.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from django_simba.backends.redis import RedisBackend
+from django_simba.decorators import Skipped
+from django_simba.testing import wait_until
+from tests.django.processes import (
+    child_environ,
+    console_script,
+    forget_redis_keys,
+    redis_url_or_skip,
+    running,
+)
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+SKIPPED_CALLS = 50
+
+
+@pytest.fixture
+def redis_url() -> str:
+    return redis_url_or_skip()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"queues-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def elsewhere(redis_url: str) -> Iterator[tuple[RedisBackend, str]]:
+    """A session of another instance, on the workers' Redis: it takes names from them."""
+    backend = RedisBackend({"url": redis_url}, timeout=5)
+    session_id = backend.open_session(60, "host=elsewhere").session_id
+    yield backend, session_id
+    backend.close_session(session_id)
+    backend.close()
+
+
+@pytest.fixture(autouse=True)
+def tidy(redis_url: str, prefix: str) -> Iterator[None]:
+    yield
+    forget_redis_keys(redis_url, f"*{prefix}*")  # the test's lease keys and its queue's bindings
+
+
+def worker_environ(redis_url: str, prefix: str, **extra: str) -> dict[str, str]:
+    simba = {"BACKEND": "redis", "OPTIONS": {"url": redis_url}, "LEASE_DURATION": 6, "RENEW_INTERVAL": 2}
+    return child_environ("tests.django.process_settings", simba, SIMBA_QUEUE_PREFIX=prefix, **extra)
+
+
+# -- Celery -----------------------------------------------------------------------------------
+
+
+def test_celery_stores_skipped_calls_as_successes_and_warns_about_leader_mode(redis_url, prefix, elsewhere):
+    import celery
+
+    backend, other = elsewhere
+    queue = f"simba-tests-{prefix}"
+    client = celery.Celery("simba-tests-client", broker=redis_url, backend=redis_url)
+    client.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+    environ = worker_environ(redis_url, prefix, SIMBA_CELERY_URL=redis_url, SIMBA_CELERY_QUEUE=queue)
+    argv = [
+        console_script("celery"),
+        "-A",
+        "tests.django.queues.celery_worker",
+        "worker",
+        "--pool",
+        "prefork",
+        "--concurrency",
+        "2",
+        "--queues",
+        queue,
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "--loglevel",
+        "INFO",
+    ]
+    try:
+        with running(argv, environ) as (_, output):
+            wait_until(lambda: output.matches(r"celery@\S+ ready"), 60, message="the Celery worker is ready")
+            assert backend.acquire(other, f"{prefix}:celery-report") is not None
+            results = [
+                client.send_task("simba_tests.locked_report", args=[i], queue=queue)
+                for i in range(SKIPPED_CALLS)
+            ]
+            values = [result.get(timeout=60, propagate=False) for result in results]
+            assert [result.state for result in results] == ["SUCCESS"] * SKIPPED_CALLS, output.text()
+            skips = [Skipped.from_result(value) for value in values]
+            assert all(skip is not None and "holds the lock" in skip.reason for skip in skips), values[:3]
+            assert skips[0].holder is not None and skips[0].holder.metadata == "host=elsewhere"
+
+            backend.release(other, f"{prefix}:celery-report")
+            ran = client.send_task("simba_tests.locked_report", args=[7], queue=queue).get(timeout=60)
+            assert ran["x"] == 7 and ran["token"] > 1
+
+            assert backend.acquire(other, f"{prefix}:celery-leader") is not None
+            led = client.send_task("simba_tests.leader_report", args=[1], queue=queue)
+            assert Skipped.from_result(led.get(timeout=60)) is not None and led.state == "SUCCESS"
+            wait_until(
+                lambda: output.matches(r"leader-mode singleton_task .*celery-leader.* runs in a Celery task"),
+                10,
+                message="the worker warned about leader mode on a queued task",
+            )
+    finally:
+        client.close()
+
+
+# -- RQ ---------------------------------------------------------------------------------------
+
+
+def test_rq_with_its_json_serializer_stores_skipped_jobs_as_finished(redis_url, prefix, elsewhere):
+    import redis
+    import rq
+    from rq.serializers import JSONSerializer
+
+    backend, other = elsewhere
+    connection = redis.Redis.from_url(redis_url)
+    queue = rq.Queue(f"simba-tests-{prefix}", connection=connection, serializer=JSONSerializer)
+    assert backend.acquire(other, f"{prefix}:rq-report") is not None
+    assert backend.acquire(other, f"{prefix}:rq-leader") is not None
+    skipped = [queue.enqueue("tests.django.queues.rq_jobs.locked_report", i) for i in range(5)]
+    led = queue.enqueue("tests.django.queues.rq_jobs.leader_report", 1)
+    argv = [
+        console_script("rq"),
+        "worker",
+        "--burst",
+        "--url",
+        redis_url,
+        "--serializer",
+        "rq.serializers.JSONSerializer",
+        queue.name,
+    ]
+    try:
+        with running(argv, worker_environ(redis_url, prefix)) as (process, output):
+            process.wait(120)
+            for job in [*skipped, led]:
+                job.refresh()
+                assert job.get_status() == "finished", output.text()
+                skip = Skipped.from_result(job.return_value())
+                assert skip is not None and skip.holder is not None, job.return_value()
+            assert output.matches(r"leader-mode singleton_task .*rq-leader.* runs in an RQ job")
+
+        backend.release(other, f"{prefix}:rq-report")
+        ran = queue.enqueue("tests.django.queues.rq_jobs.locked_report", 7)
+        with running(argv, worker_environ(redis_url, prefix)) as (process, output):
+            process.wait(120)
+        ran.refresh()
+        assert ran.get_status() == "finished", output.text()
+        assert ran.return_value()["x"] == 7
+    finally:
+        queue.delete(delete_jobs=True)
+        connection.close()
