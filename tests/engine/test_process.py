@@ -80,11 +80,11 @@ def test_the_session_is_closed_at_interpreter_exit(tmp_path):
         """
         from django_simba.engine import Engine, EngineConfig
         from django_simba.backends.memory import MemoryBackend
-        import django_simba.engine.engine as core
+        import django_simba.engine.process as core
         backend = MemoryBackend()
         engine = Engine(backend, EngineConfig(lease_duration=30, renew_interval=5))
         engine.lock("exit").acquire(5)
-        core._close_engines_at_exit()  # what atexit runs
+        core.close_engines_at_exit()  # what atexit runs
         print(backend.owner("exit"), [s.session_id for s in backend.sessions()])
         """
     )
