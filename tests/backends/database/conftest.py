@@ -157,6 +157,18 @@ class Outsider:
                 "SELECT 1 FROM simba_session WHERE session_id = %s LOCK IN SHARE MODE", (session_id,)
             )
 
+    def lock_lease(self, name: str) -> None:
+        """Lock a lease row for update, as a take-over or a release does (inside :meth:`begin`)."""
+        if self.vendor != "sqlite":  # SQLite's begin() took the database's write lock already
+            self.execute("SELECT 1 FROM simba_lease WHERE name = %s FOR UPDATE", (name,))
+
+    def session_expired(self, session_id: str) -> bool:
+        """The session's expiry has passed on the database's clock (a read that waits for no lock)."""
+        rows = self.execute(
+            f"SELECT expires_at <= {self.now_ms()} FROM simba_session WHERE session_id = %s", (session_id,)
+        )
+        return bool(rows and rows[0][0])
+
     def lock_session(self, session_id: str) -> None:
         """Lock a session row for update, as its keep-alive does (inside :meth:`begin`)."""
         self.execute("UPDATE simba_session SET expires_at = expires_at WHERE session_id = %s", (session_id,))

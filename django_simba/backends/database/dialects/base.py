@@ -240,6 +240,10 @@ class Statements:
     leave: str
     members: str
     groups: str
+    #: Locks the session's row before ``renew`` judges it, in the same transaction: a
+    #: statement's clock is read before the locks it waits for. Empty where the write lock
+    #: is taken before any clock is read (SQLite).
+    lock_session: str = ""
 
 
 class StatementDialect(Dialect):
@@ -256,8 +260,9 @@ class StatementDialect(Dialect):
         return lease_ms
 
     def keep_alive(self, ex: Executor, session_id: str, lease_ms: int) -> Renewed:
-        renewed, owned = ex.run_batch(
-            [self.sql.renew, self.sql.owned], {"sid": session_id, "lease": lease_ms}, atomic=False
+        lock = [self.sql.lock_session] if self.sql.lock_session else []
+        *_, renewed, owned = ex.run_batch(
+            [*lock, self.sql.renew, self.sql.owned], {"sid": session_id, "lease": lease_ms}, atomic=bool(lock)
         )
         if renewed.rowcount != 1:
             return Renewed(None, {})

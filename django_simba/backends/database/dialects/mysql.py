@@ -43,8 +43,11 @@ INSERT INTO simba_session (session_id, expires_at, metadata)
 VALUES (%(sid)s, {NOW} + %(lease)s, %(metadata)s)
 """
 
-# The UPDATE waits for a take-over holding our row in share mode; the listing after it
-# is a fresh read, so it sees every take-over that committed first.
+# The keep-alive locks its row first, in the same transaction, so a take-over holding it
+# in share mode is waited for there: NOW is fixed when a statement starts, and RENEW
+# starts only once the lock is held, so a session a take-over judged expired meanwhile
+# stays expired. The listing after it is a fresh read: it sees every committed take-over.
+LOCK_SESSION = "SELECT 1 FROM simba_session WHERE session_id = %(sid)s FOR UPDATE"
 RENEW = f"""
 UPDATE simba_session SET expires_at = {NOW} + %(lease)s
 WHERE session_id = %(sid)s AND expires_at > {NOW}
@@ -261,6 +264,7 @@ class MysqlDialect(StatementDialect):
         leave=LEAVE,
         members=MEMBERS,
         groups=GROUPS,
+        lock_session=LOCK_SESSION,
     )
 
     def executor(self, raw: Any, traffic: Traffic) -> Executor:

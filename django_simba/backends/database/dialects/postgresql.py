@@ -73,8 +73,11 @@ INSERT INTO simba_session (session_id, expires_at, metadata)
 SELECT %(sid)s, clock.now + %(lease)s, %(metadata)s FROM clock
 """
 
-# The UPDATE waits for any take-over holding our row FOR SHARE; the listing that
-# follows has its own snapshot, so it sees every take-over that committed first.
+# The keep-alive locks its row first: a take-over holding it FOR SHARE is waited for
+# here. Only then does RENEW read the clock (a statement's clock is read before any
+# lock it waits for), so a session a take-over judged expired meanwhile stays expired.
+# The listing that follows has its own snapshot: it sees every take-over that committed.
+LOCK_SESSION = "SELECT 1 FROM simba_session WHERE session_id = %(sid)s FOR NO KEY UPDATE"
 RENEW = f"""
 WITH {CLOCK}
 UPDATE simba_session s SET expires_at = clock.now + %(lease)s FROM clock
@@ -284,6 +287,7 @@ PREPARE_NEVER_UNASKED = 2**31 - 1
 STATEMENTS = {
     name: Prepared(f"simba_{name.lower()}", sql)
     for name, sql in {
+        "LOCK_SESSION": LOCK_SESSION,
         "RENEW": RENEW,
         "OWNED": OWNED,
         "LOCK_LEASE": LOCK_LEASE,
@@ -370,8 +374,10 @@ class PostgresqlDialect(Dialect):
         return lease_ms
 
     def keep_alive(self, ex: Executor, session_id: str, lease_ms: int) -> Renewed:
-        renewed, owned = ex.run_batch(
-            [RUN["RENEW"], RUN["OWNED"]], {"sid": session_id, "lease": lease_ms}, atomic=True
+        _, renewed, owned = ex.run_batch(
+            [RUN["LOCK_SESSION"], RUN["RENEW"], RUN["OWNED"]],
+            {"sid": session_id, "lease": lease_ms},
+            atomic=True,
         )
         if not renewed.rows:
             return Renewed(None, {})
