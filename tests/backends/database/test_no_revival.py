@@ -16,12 +16,11 @@ from django_simba.backends.database import DatabaseBackend
 from django_simba.spi import SessionExpired
 from django_simba.testing import wait_until
 
-from .conftest import Outsider, each_alias
+from .conftest import Outsider, each_alias, on
 from .test_races import Call, wait_blocked
 
 #: Long enough for the call to be on its way before the session expires, on a loaded machine.
 LEASE = 1.5
-
 
 def names() -> tuple[str, str]:
     suffix = uuid.uuid4().hex[:8]
@@ -64,3 +63,61 @@ def test_a_renewal_that_waited_on_a_take_over_past_the_expiry_fails(
     with pytest.raises(SessionExpired):
         renewal.result()
     assert_not_revived(backend, holder, name, group)
+
+
+@pytest.mark.parametrize("alias", each_alias(), indirect=True)
+def test_a_join_that_waited_past_the_expiry_fails(backend: DatabaseBackend, outsider: Outsider) -> None:
+    name, group = names()
+    member = backend.open_session(LEASE, "member").session_id
+    assert backend.acquire(member, name) is not None
+
+    # The session's row is locked for update (as a keep-alive or a close does) until after it expired.
+    outsider.begin()
+    outsider.lock_session(member)
+    join = Call(lambda: backend.join(member, group))
+    wait_blocked(outsider, join)
+    wait_expired(outsider, member)
+    outsider.commit()
+
+    with pytest.raises(SessionExpired):
+        join.result()
+    assert_not_revived(backend, member, name, group)
+
+
+@pytest.mark.parametrize(
+    ("alias", "style"),
+    [
+        pytest.param("postgresql", "statement", marks=on("postgresql"), id="postgresql"),
+        pytest.param("mysql", "returning", marks=on("mysql"), id="mariadb-returning"),
+        pytest.param("mysql", "batch", marks=on("mysql"), id="mysql-batch"),
+        pytest.param("sqlite", "statement", marks=on("sqlite"), id="sqlite"),
+    ],
+    indirect=["alias"],
+)
+def test_an_acquire_that_waited_on_the_lease_row_past_the_expiry_fails(
+    backend: DatabaseBackend, outsider: Outsider, style: str
+) -> None:
+    if style == "batch":
+        backend.dialect.returning = False  # type: ignore[attr-defined]  # MySQL's batch, on MariaDB
+    name, group = names()
+    caller = backend.open_session(LEASE, "caller").session_id
+    other = backend.open_session(30, "other").session_id
+    first = backend.acquire(other, name)
+    assert first is not None
+    backend.release(other, name, first.token)
+
+    # The free row is locked (a release, a take-over) until the caller's session expired.
+    outsider.begin()
+    outsider.lock_lease(name)
+    acquire = Call(lambda: backend.acquire(caller, name))
+    wait_blocked(outsider, acquire)
+    wait_expired(outsider, caller)
+    outsider.commit()
+
+    with pytest.raises(SessionExpired):
+        acquire.result()
+    assert_not_revived(backend, caller, name, group)
+    # Whatever the dead session's acquire wrote, the name is free to the next acquirer.
+    taken = backend.acquire(other, name)
+    assert taken is not None and taken.token > first.token
+    backend.close_session(other)

@@ -4,9 +4,11 @@ A single statement travels in the extended protocol, prepared once per
 connection (psycopg keeps it), with its arguments bound on the server. A batch of
 statements goes in one simple-query message: one round trip, one implicit
 transaction, and a fresh snapshot for every statement (READ COMMITTED). That
-fresh snapshot is why a take-over and the keep-alive are two statements, not
-one: a single statement decides on the snapshot taken when it started, so it
-could miss a session or a take-over committed while it waited for a row lock.
+is why a take-over, the keep-alive and a join lock their rows in a statement of
+their own and judge them in the next: a single statement decides on the
+snapshot and the clock it read when it started, so it could miss a session or a
+take-over committed while it waited for a row lock, or renew a session that
+expired meanwhile.
 Batched statements are prepared once per connection (``PREPARE``) and run by
 name (``EXECUTE``), so their CTEs are not parsed and planned again each time.
 
@@ -65,7 +67,8 @@ def _notify(channel: str, prefix: str, column: str) -> str:
 
 # Read once per statement (a materialized CTE), after any earlier statement of the batch
 # waited for a lock; epoch extraction is in UTC whatever the session's time zone.
-CLOCK = "clock AS MATERIALIZED (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now)"
+NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+CLOCK = f"clock AS MATERIALIZED (SELECT {NOW} AS now)"
 
 OPEN_SESSION = f"""
 WITH {CLOCK}
@@ -97,25 +100,31 @@ ON CONFLICT (name) DO UPDATE SET token = simba_lease.token WHERE false
 # changed under it, so a concurrent take-over wins alone), creates the row of a new
 # name (a concurrent creator wins the conflict), or reports a live holder (refusing
 # is always safe). Anything else (no reply token, no live holder) goes to the batch.
+# A write may wait for the row's lock (a release, a take-over): the caller's remaining
+# time is then measured on the clock of its RETURNING, read once the row is written, so
+# a session that expired meanwhile is reported expired (what it took belongs to a dead
+# session: free to anyone).
 TAKE_FREE = f"""
 WITH {CLOCK},
 live AS (
-    SELECT s.expires_at - clock.now AS remaining FROM simba_session s, clock
+    SELECT s.expires_at FROM simba_session s, clock
     WHERE s.session_id = %(sid)s AND s.expires_at > clock.now
 ),
 current AS (SELECT session_id AS holder FROM simba_lease WHERE name = %(name)s),
 taken AS (
     UPDATE simba_lease l SET token = l.token + 1, session_id = %(sid)s
     WHERE l.name = %(name)s AND l.session_id = '' AND EXISTS (SELECT 1 FROM live)
-    RETURNING l.token
+    RETURNING l.token, {NOW} AS written_at
 ),
 created AS (
     INSERT INTO simba_lease (name, session_id, token)
     SELECT %(name)s, %(sid)s, 1 FROM live WHERE NOT EXISTS (SELECT 1 FROM current)
     ON CONFLICT (name) DO NOTHING
-    RETURNING token
+    RETURNING token, {NOW} AS written_at
 )
-SELECT (SELECT remaining FROM live),
+SELECT (SELECT expires_at FROM live) - COALESCE(
+           (SELECT written_at FROM taken), (SELECT written_at FROM created), (SELECT now FROM clock)
+       ),
        COALESCE((SELECT token FROM taken), (SELECT token FROM created)),
        EXISTS (
            SELECT 1 FROM current JOIN simba_session s ON s.session_id = current.holder, clock
@@ -123,28 +132,33 @@ SELECT (SELECT remaining FROM live),
        )
 """
 
-# Runs with the lease row locked, on a snapshot taken after the lock: the holder's
-# session row is visible. Session rows are locked FOR SHARE before their expiry is
-# judged (a filter would skip the lock), so a keep-alive in flight is waited for and
-# its renewal seen: the take-over serializes with the holder's keep-alive.
+# With the lease row locked (its holder cannot change), locks the caller's and the
+# holder's session rows FOR SHARE: a keep-alive in flight is waited for, and neither
+# session can be renewed or removed until the take-over commits.
+LOCK_SESSIONS = """
+SELECT 1 FROM simba_session s
+WHERE s.session_id IN (%(sid)s, (SELECT l.session_id FROM simba_lease l WHERE l.name = %(name)s))
+FOR SHARE OF s
+"""
+
+# Runs with every row it judges locked, on a snapshot and a clock taken after the locks:
+# it sees the renewal of a keep-alive it waited for, and a session that expired while it
+# waited is expired. The take-over serializes with the holder's keep-alive.
 TAKE = f"""
 WITH {CLOCK},
-me AS MATERIALIZED (
-    SELECT s.expires_at FROM simba_session s WHERE s.session_id = %(sid)s FOR SHARE
+live AS (
+    SELECT s.expires_at - clock.now AS remaining FROM simba_session s, clock
+    WHERE s.session_id = %(sid)s AND s.expires_at > clock.now
 ),
 current AS (SELECT session_id AS holder, token FROM simba_lease WHERE name = %(name)s),
-holder AS MATERIALIZED (
-    SELECT s.expires_at FROM simba_session s, current
-    WHERE s.session_id = current.holder AND current.holder NOT IN ('', %(sid)s)
-    FOR SHARE OF s
-),
-live AS (SELECT me.expires_at - clock.now AS remaining FROM me, clock WHERE me.expires_at > clock.now),
 taken AS (
     UPDATE simba_lease l SET token = l.token + 1, session_id = %(sid)s
     FROM clock
     WHERE l.name = %(name)s AND l.session_id <> %(sid)s
       AND EXISTS (SELECT 1 FROM live)
-      AND NOT EXISTS (SELECT 1 FROM holder WHERE holder.expires_at > clock.now)
+      AND NOT EXISTS (
+          SELECT 1 FROM simba_session s WHERE s.session_id = l.session_id AND s.expires_at > clock.now
+      )
     RETURNING l.token
 )
 SELECT (SELECT remaining FROM live),
@@ -210,14 +224,15 @@ FROM simba_lease l JOIN simba_session s ON s.session_id = l.session_id, clock
 WHERE l.name >= %(low)s AND l.name < %(high)s AND s.expires_at > clock.now
 """
 
-# FOR SHARE on our own row (before judging it): a concurrent close waits for the
-# join, or the join sees the row gone.
+# The join locks our own row FOR SHARE first (a concurrent close waits for the join, or
+# the join sees the row gone), then judges it on the clock of the next statement: a
+# session that expired while the lock was waited for is not joined.
+SHARE_SESSION = "SELECT 1 FROM simba_session WHERE session_id = %(sid)s FOR SHARE"
 JOIN = f"""
 WITH {CLOCK},
-me AS MATERIALIZED (
-    SELECT s.expires_at FROM simba_session s WHERE s.session_id = %(sid)s FOR SHARE
+live AS (
+    SELECT 1 FROM simba_session s, clock WHERE s.session_id = %(sid)s AND s.expires_at > clock.now
 ),
-live AS (SELECT 1 FROM me, clock WHERE me.expires_at > clock.now),
 added AS (
     INSERT INTO simba_member (group_name, session_id) SELECT %(group)s, %(sid)s FROM live
     ON CONFLICT DO NOTHING RETURNING group_name
@@ -251,7 +266,13 @@ WHERE m.group_name >= %(low)s AND m.group_name < %(high)s AND s.expires_at > clo
 TIMEOUT_STATES = frozenset({"57014", "55P03"})
 UNDEFINED_TABLE = "42P01"
 
-PARAMETER_TYPES = {"sid": "varchar", "name": "varchar", "ids": "varchar[]", "lease": "bigint"}
+PARAMETER_TYPES = {
+    "sid": "varchar",
+    "name": "varchar",
+    "group": "varchar",
+    "ids": "varchar[]",
+    "lease": "bigint",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +312,10 @@ STATEMENTS = {
         "RENEW": RENEW,
         "OWNED": OWNED,
         "LOCK_LEASE": LOCK_LEASE,
+        "LOCK_SESSIONS": LOCK_SESSIONS,
         "TAKE": TAKE,
+        "SHARE_SESSION": SHARE_SESSION,
+        "JOIN": JOIN,
         "FREE_LEASES": FREE_LEASES,
         "DELETE_SESSIONS": DELETE_SESSIONS,
         "DELETE_MEMBERS": DELETE_MEMBERS,
@@ -403,10 +427,14 @@ class PostgresqlDialect(Dialect):
         params = {"sid": session_id, "name": name}
         remaining, token, held = ex.run(TAKE_FREE, params).rows[0]
         if remaining is not None and token is None and not held:
-            # A holder that looks dead (or is the caller): decide with the row locked.
-            _, decided = ex.run_batch([RUN["LOCK_LEASE"], RUN["TAKE"]], params, atomic=True)
+            # A holder that looks dead (or is the caller): decide with the rows locked.
+            *_, decided = ex.run_batch(
+                [RUN["LOCK_LEASE"], RUN["LOCK_SESSIONS"], RUN["TAKE"]], params, atomic=True
+            )
             remaining, token = decided.rows[0]
-        return Acquired(None if remaining is None else int(remaining), None if token is None else int(token))
+        if remaining is None or remaining <= 0:
+            return Acquired(None, None)
+        return Acquired(int(remaining), None if token is None else int(token))
 
     def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
         ex.run(RELEASE, {"sid": session_id, "name": name, "token": token})
@@ -427,7 +455,10 @@ class PostgresqlDialect(Dialect):
     # -- groups -----------------------------------------------------------------------
 
     def join(self, ex: Executor, session_id: str, group: str) -> bool:
-        live, _ = ex.run(JOIN, {"sid": session_id, "group": group}).rows[0]
+        _, joined = ex.run_batch(
+            [RUN["SHARE_SESSION"], RUN["JOIN"]], {"sid": session_id, "group": group}, atomic=True
+        )
+        live, _ = joined.rows[0]
         return bool(live)
 
     def leave(self, ex: Executor, session_id: str, group: str) -> bool:
