@@ -246,7 +246,9 @@ class DatabaseBackend(LeaseBackend):
 
     def _purge_expired(self, limit: int) -> int:
         expired = self._run(lambda ex: self.dialect.expired_sessions(ex, limit))
-        return self._remove(expired) if expired else 0
+        if not expired:
+            return 0
+        return self._run(lambda ex: self.dialect.purge_sessions(ex, expired)).sessions
 
     # -- leases -------------------------------------------------------------------------
 

@@ -22,6 +22,13 @@ from .test_races import Call, wait_blocked
 #: Long enough for the call to be on its way before the session expires, on a loaded machine.
 LEASE = 1.5
 
+servers = pytest.mark.parametrize(
+    "alias",
+    [pytest.param(alias, marks=on(alias), id=alias) for alias in ("postgresql", "mysql")],
+    indirect=True,
+)
+
+
 def names() -> tuple[str, str]:
     suffix = uuid.uuid4().hex[:8]
     return f"revival.{suffix}", f"revival.group.{suffix}"
@@ -121,3 +128,35 @@ def test_an_acquire_that_waited_on_the_lease_row_past_the_expiry_fails(
     taken = backend.acquire(other, name)
     assert taken is not None and taken.token > first.token
     backend.close_session(other)
+
+
+@servers
+def test_a_purge_spares_a_session_renewed_while_it_looked_expired(
+    backend: DatabaseBackend, outsider: Outsider
+) -> None:
+    name, _ = names()
+    holder = backend.open_session(LEASE, "holder").session_id
+    held = backend.acquire(holder, name)
+    assert held is not None
+    [(expiry,)] = outsider.execute("SELECT expires_at FROM simba_session WHERE session_id = %s", (holder,))
+
+    # A keep-alive judged the session live and renewed it, and has not committed yet...
+    outsider.begin()
+    outsider.execute(
+        f"UPDATE simba_session SET expires_at = {outsider.now_ms()} + 30000 WHERE session_id = %s", (holder,)
+    )
+    # ...when the old expiry passes: a purge reading the committed row finds the session expired.
+    wait_until(
+        lambda: outsider.execute(f"SELECT {outsider.now_ms()} > %s", (expiry,))[0][0],
+        5,
+        message="the old expiry to pass",
+    )
+    purge = Call(backend.purge_expired)
+    wait_blocked(outsider, purge)
+    outsider.commit()
+
+    assert purge.result() == 0
+    info = backend.owner(name)
+    assert info is not None and info.session_id == holder and info.token == held.token
+    assert backend.keep_alive(holder, 30).owned == {name: held.token}
+    backend.close_session(holder)

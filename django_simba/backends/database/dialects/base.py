@@ -145,6 +145,15 @@ class Dialect(ABC):
         operation follows, so removal never deadlocks with an acquire or a join.
         """
 
+    def purge_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
+        """Remove those of ``session_ids`` (found expired by a read) still expired once locked.
+
+        A keep-alive that judged its session live may commit after the read found the
+        session expired: that session is renewed, and stays. By default (a dialect whose
+        writer waits for no renewal in flight) everything listed is removed.
+        """
+        return self.remove_sessions(ex, session_ids)
+
     @abstractmethod
     def expired_sessions(self, ex: Executor, limit: int) -> list[str]:
         """Ids of at most ``limit`` expired sessions, oldest expiry first (the expiry index)."""

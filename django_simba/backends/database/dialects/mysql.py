@@ -168,6 +168,20 @@ FREE_LEASES = "UPDATE simba_lease SET session_id = '' WHERE session_id IN %(ids)
 DELETE_SESSIONS = "DELETE FROM simba_session WHERE session_id IN %(ids)s"
 DELETE_MEMBERS = "DELETE FROM simba_member WHERE session_id IN %(ids)s"
 
+# A purge locks the leases, then the sessions (the order of every removal), then reads the
+# clock once, after the locks: a keep-alive that renewed a session after the purge's read
+# found it expired is waited for, and the session stays. One instant judges every step.
+PURGE = [
+    "SELECT 1 FROM simba_lease WHERE session_id IN %(ids)s FOR UPDATE",
+    "SELECT 1 FROM simba_session WHERE session_id IN %(ids)s FOR UPDATE",
+    f"SET @simba_purged_at = {NOW}",
+    "UPDATE simba_lease l JOIN simba_session s ON s.session_id = l.session_id SET l.session_id = ''"
+    " WHERE s.session_id IN %(ids)s AND s.expires_at <= @simba_purged_at",
+    "DELETE m FROM simba_member m JOIN simba_session s ON s.session_id = m.session_id"
+    " WHERE s.session_id IN %(ids)s AND s.expires_at <= @simba_purged_at",
+    "DELETE FROM simba_session WHERE session_id IN %(ids)s AND expires_at <= @simba_purged_at",
+]
+
 EXPIRED = f"""
 SELECT session_id FROM simba_session WHERE expires_at <= {NOW} ORDER BY expires_at LIMIT %(limit)s
 """
@@ -325,6 +339,10 @@ class MysqlDialect(StatementDialect):
         _, deleted, _ = ex.run_batch(
             [FREE_LEASES, DELETE_SESSIONS, DELETE_MEMBERS], {"ids": tuple(session_ids)}, atomic=True
         )
+        return Removed(deleted.rowcount, [], [])
+
+    def purge_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
+        *_, deleted = ex.run_batch(PURGE, {"ids": tuple(session_ids)}, atomic=True)
         return Removed(deleted.rowcount, [], [])
 
     # -- leases -----------------------------------------------------------------------

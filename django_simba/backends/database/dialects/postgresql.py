@@ -202,6 +202,31 @@ changed AS (SELECT DISTINCT group_name FROM gone)
 SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, 'group_name')} FROM changed
 """
 
+# A purge locks the leases, then the sessions (the order of every removal), then judges
+# on a snapshot and clock taken after the locks: a keep-alive that renewed a session
+# after the purge's read found it expired is waited for, and the session stays.
+LOCK_PURGED_LEASES = "SELECT 1 FROM simba_lease WHERE session_id = ANY(%(ids)s) FOR UPDATE"
+LOCK_PURGED_SESSIONS = "SELECT 1 FROM simba_session WHERE session_id = ANY(%(ids)s) FOR UPDATE"
+PURGE = f"""
+WITH {CLOCK},
+gone AS MATERIALIZED (
+    SELECT session_id FROM simba_session, clock WHERE session_id = ANY(%(ids)s) AND expires_at <= clock.now
+),
+freed AS (
+    UPDATE simba_lease SET session_id = '' WHERE session_id IN (SELECT session_id FROM gone) RETURNING name
+),
+deleted AS (DELETE FROM simba_session WHERE session_id IN (SELECT session_id FROM gone) RETURNING 1),
+left_groups AS (
+    DELETE FROM simba_member WHERE session_id IN (SELECT session_id FROM gone) RETURNING group_name
+),
+released AS (SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed),
+changed AS (SELECT DISTINCT group_name FROM left_groups),
+announced AS (SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, 'group_name')} FROM changed)
+SELECT (SELECT count(*) FROM deleted),
+       ARRAY(SELECT name FROM released),
+       ARRAY(SELECT group_name FROM announced)
+"""
+
 EXPIRED = f"""
 WITH {CLOCK}
 SELECT session_id FROM simba_session, clock WHERE expires_at <= clock.now
@@ -319,6 +344,9 @@ STATEMENTS = {
         "FREE_LEASES": FREE_LEASES,
         "DELETE_SESSIONS": DELETE_SESSIONS,
         "DELETE_MEMBERS": DELETE_MEMBERS,
+        "LOCK_PURGED_LEASES": LOCK_PURGED_LEASES,
+        "LOCK_PURGED_SESSIONS": LOCK_PURGED_SESSIONS,
+        "PURGE": PURGE,
     }.items()
 }
 #: What a batch sends: ``EXECUTE`` of each prepared statement.
@@ -414,6 +442,15 @@ class PostgresqlDialect(Dialect):
             atomic=True,
         )
         return Removed(deleted.rowcount, [row[0] for row in freed.rows], [row[0] for row in left.rows])
+
+    def purge_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
+        *_, purged = ex.run_batch(
+            [RUN["LOCK_PURGED_LEASES"], RUN["LOCK_PURGED_SESSIONS"], RUN["PURGE"]],
+            {"ids": list(session_ids)},
+            atomic=True,
+        )
+        deleted, released, groups = purged.rows[0]
+        return Removed(int(deleted), list(released), list(groups))
 
     def expired_sessions(self, ex: Executor, limit: int) -> list[str]:
         return [row[0] for row in ex.run(EXPIRED, {"limit": limit}).rows]
