@@ -59,6 +59,18 @@ def _check_options(parsed: conf.SimbaSettings) -> list[CheckMessage]:
                     id="django_simba.E012",
                 )
             ]
+        from .backends.database.options import parse_options, vendor_of
+
+        try:
+            parse_options(options, vendor=vendor_of(settings.DATABASES[db]))
+        except ConfigurationError as error:
+            return [
+                Error(
+                    f"SIMBA['OPTIONS'] of the database backend: {error}.",
+                    hint="See the database backend's options in the README.",
+                    id="django_simba.E012",
+                )
+            ]
     if alias == "redis":
         cache = options.get("cache")
         if cache is None and not options.get("url"):

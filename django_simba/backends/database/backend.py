@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DEFAULT_DB_ALIAS
 from django.db import Error as DjangoDatabaseError
 from django.db.utils import load_backend
 
@@ -42,15 +41,13 @@ from ...spi import (
 from .dialects import Dialect, dialect_for
 from .dialects.base import Executor, Traffic
 from .dialects.postgresql import GROUP_PREFIX, RELEASED_PREFIX, group_channel, lease_channel
-from .pool import Link, LinkPool
+from .options import parse_options
+from .pool import Link, LinkPool, PoolExhausted
 from .watchdog import Alarm, Watchdog
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-OPTIONS = frozenset({"alias", "max_idle_connections"})
-DEFAULT_MAX_IDLE = 4
 
 # Ids this backend hands out are 32 hex digits; anything else cannot name one of its sessions.
 _SESSION_ID = re.compile(r"[0-9A-Za-z]{1,32}\Z")
@@ -72,7 +69,7 @@ def _vendor(alias: str) -> str:
 class DatabaseBackend(LeaseBackend):
     """Leases over a Django database alias; instances are of the alias's vendor subclass.
 
-    Options: ``alias`` (default ``"default"``), ``max_idle_connections`` (default 4).
+    Options: see :mod:`.options` (the alias, the pool's bounds, PgBouncer's transaction pooling).
     """
 
     needs_purge = True
@@ -80,8 +77,8 @@ class DatabaseBackend(LeaseBackend):
 
     def __new__(cls, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> Any:
         if cls is DatabaseBackend:
-            alias = _alias(options)
-            vendor = _vendor(alias)
+            parsed = parse_options(options)
+            vendor = _vendor(parsed.alias)
             for subclass in (PostgresqlBackend, MysqlBackend, SqliteBackend):
                 if subclass.vendor == vendor:
                     cls = subclass
@@ -92,16 +89,9 @@ class DatabaseBackend(LeaseBackend):
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
         super().__init__(options, timeout=timeout)
-        unknown = set(self.options) - OPTIONS
-        if unknown:
-            raise ConfigurationError(
-                f"unknown database backend options {sorted(unknown)}; use {sorted(OPTIONS)}"
-            )
-        self.alias = _alias(self.options)
-        max_idle = self.options.get("max_idle_connections", DEFAULT_MAX_IDLE)
-        if isinstance(max_idle, bool) or not isinstance(max_idle, int) or max_idle < 0:
-            raise ConfigurationError(f"max_idle_connections must be an int >= 0, not {max_idle!r}")
+        self.alias = parse_options(self.options).alias
         vendor = _vendor(self.alias)
+        parsed = parse_options(self.options, vendor=vendor)
         if type(self).vendor not in ("database", vendor):
             raise ConfigurationError(f"{type(self).__name__} cannot serve alias {self.alias!r} ({vendor})")
         self.dialect: Dialect = dialect_for(vendor)
@@ -116,7 +106,7 @@ class DatabaseBackend(LeaseBackend):
             DjangoDatabaseError,
             OSError,
         )
-        self._pool = LinkPool(self._connect, max_idle)
+        self._pool = LinkPool(self._connect, parsed.max_idle_connections, parsed.max_connections)
         self._watchdog = Watchdog()
         # Server-side timeouts end a call at ``timeout``; the watchdog only catches the rest.
         self._call_limit = self.timeout + max(0.25, self.timeout / 4)
@@ -174,7 +164,9 @@ class DatabaseBackend(LeaseBackend):
 
     def _take(self) -> Link:
         try:
-            return self._pool.take()
+            return self._pool.take(self.timeout)
+        except PoolExhausted as error:
+            raise BackendTimeout(f"database {self.alias!r}: {error} (max_connections)") from error
         except self._driver_errors as error:
             raise self._translate(error) from error
         except ImproperlyConfigured as error:
@@ -468,13 +460,6 @@ class _DeadConnection(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-def _alias(options: Mapping[str, Any] | None) -> str:
-    alias = (options or {}).get("alias", DEFAULT_DB_ALIAS)
-    if not isinstance(alias, str) or not alias:
-        raise ConfigurationError(f"the database backend's alias must be a non-empty str, not {alias!r}")
-    return alias
 
 
 def _cause(error: BaseException) -> BaseException:

@@ -2,13 +2,15 @@
 
 Each call borrows a connection for its duration and gives it back, so a
 thread's ``transaction.atomic()`` never contains a backend write, and many
-threads (or short-lived request threads) share a few connections.
+threads (or short-lived request threads) share a few connections. At most
+``max_open`` are open at once: a call finding them all busy waits for one.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,34 +56,61 @@ class Link:
         self.wrapper.connection = None
 
 
+class PoolExhausted(Exception):
+    """Every connection stayed busy for as long as the call could wait."""
+
+
 class LinkPool:
     """Idle connections for reuse, and the busy ones tracked so ``close`` reaches them too."""
 
-    def __init__(self, connect: Callable[[], Link], max_idle: int) -> None:
+    def __init__(self, connect: Callable[[], Link], max_idle: int, max_open: int) -> None:
         self._connect = connect
         self._max_idle = max_idle
-        self._lock = threading.Lock()
+        self._max_open = max_open
+        self._lock = threading.Condition()
         self._idle: list[Link] = []
         self._busy: set[Link] = set()
+        self._opening = 0  # connections being opened, counted against max_open
+        self._waiting = 0  # calls waiting for a connection
         self._generation = 0
 
-    def take(self) -> Link:
+    def take(self, wait: float) -> Link:
+        """An idle connection, or a new one; with ``max_open`` busy, wait up to ``wait`` seconds."""
+        deadline = time.monotonic() + wait
         with self._lock:
+            while not self._idle and len(self._busy) + self._opening >= self._max_open:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise PoolExhausted(f"all {self._max_open} connections stayed busy for {wait:g} s")
+                self._waiting += 1
+                try:
+                    self._lock.wait(remaining)
+                finally:
+                    self._waiting -= 1
             if self._idle:
                 link = self._idle.pop()
                 link.reused = True
                 self._busy.add(link)
                 return link
+            self._opening += 1
             generation = self._generation
-        link = self._connect()
+        try:
+            link = self._connect()
+        except BaseException:
+            with self._lock:
+                self._opening -= 1
+                self._lock.notify()
+            raise
         link.generation = generation
         with self._lock:
+            self._opening -= 1
             self._busy.add(link)
         return link
 
     def give_back(self, link: Link) -> None:
         with self._lock:
             self._busy.discard(link)
+            self._lock.notify()
             if link.generation == self._generation and len(self._idle) < self._max_idle:
                 self._idle.append(link)
                 return
@@ -90,6 +119,7 @@ class LinkPool:
     def discard(self, link: Link) -> None:
         with self._lock:
             self._busy.discard(link)
+            self._lock.notify()
         link.close()
 
     def drop_idle(self) -> None:
@@ -109,12 +139,18 @@ class LinkPool:
 
     def after_fork(self) -> None:
         """Forget every connection inherited from the parent, without closing any."""
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         for link in [*self._idle, *self._busy]:
             link.forget()
         self._idle, self._busy = [], set()
+        self._opening = self._waiting = 0
         self._generation += 1
 
     def count(self) -> int:
         with self._lock:
             return len(self._idle) + len(self._busy)
+
+    def waiting(self) -> int:
+        """Calls waiting for a connection now (all ``max_open`` busy)."""
+        with self._lock:
+            return self._waiting

@@ -52,6 +52,12 @@ def test_bad_options_are_configuration_errors() -> None:
         DatabaseBackend({"alias": "sqlite", "url": "x"})
     with pytest.raises(ConfigurationError, match="max_idle_connections"):
         DatabaseBackend({"alias": "sqlite", "max_idle_connections": -1})
+    with pytest.raises(ConfigurationError, match="max_connections"):
+        DatabaseBackend({"alias": "sqlite", "max_connections": 0})
+    with pytest.raises(ConfigurationError, match="cannot exceed max_connections"):
+        DatabaseBackend({"alias": "sqlite", "max_connections": 2, "max_idle_connections": 3})
+    with pytest.raises(ConfigurationError, match="are for PostgreSQL, not mysql"):
+        DatabaseBackend({"alias": "mysql", "transaction_pooling": True})
 
 
 @pytest.mark.parametrize("alias", each_alias(), indirect=True)
@@ -82,7 +88,7 @@ def test_close_closes_every_connection(backend: DatabaseBackend, outsider: Outsi
         thread.start()
     for thread in threads:
         thread.join(30)
-    assert 1 <= backend.connection_count() <= 4  # four idle at most; the others closed
+    assert backend.connection_count() == 1  # one idle by default; the others closed
     wait_until(
         lambda: server_connections(outsider) == baseline + backend.connection_count(),
         5,
