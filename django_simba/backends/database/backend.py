@@ -79,12 +79,15 @@ class DatabaseBackend(LeaseBackend):
         if cls is DatabaseBackend:
             parsed = parse_options(options)
             vendor = _vendor(parsed.alias)
-            for subclass in (PostgresqlBackend, MysqlBackend, SqliteBackend):
-                if subclass.vendor == vendor:
-                    cls = subclass
-                    break
+            if vendor == "postgresql" and parsed.transaction_pooling and parsed.listen is None:
+                cls = PolledPostgresqlBackend  # LISTEN cannot work through the pooler
             else:
-                dialect_for(vendor)  # raises ConfigurationError naming the vendor
+                for subclass in (PostgresqlBackend, MysqlBackend, SqliteBackend):
+                    if subclass.vendor == vendor:
+                        cls = subclass
+                        break
+                else:
+                    dialect_for(vendor)  # raises ConfigurationError naming the vendor
         return super().__new__(cls)
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
@@ -94,7 +97,9 @@ class DatabaseBackend(LeaseBackend):
         parsed = parse_options(self.options, vendor=vendor)
         if type(self).vendor not in ("database", vendor):
             raise ConfigurationError(f"{type(self).__name__} cannot serve alias {self.alias!r} ({vendor})")
-        self.dialect: Dialect = dialect_for(vendor)
+        self.dialect: Dialect = dialect_for(
+            vendor, transaction_pooling=parsed.transaction_pooling, timeout=self.timeout
+        )
         #: Round trips and statements sent, for tests and benchmarks.
         self.traffic = Traffic()
         self._settings = self._connection_settings()
@@ -129,14 +134,17 @@ class DatabaseBackend(LeaseBackend):
         return settings
 
     def _connect(self) -> Link:
-        wrapper = self._engine.DatabaseWrapper(dict(self._settings), self.alias)
+        return self._open_link(self._settings, lambda wrapper: self.dialect.configure(wrapper, self.timeout))
+
+    def _open_link(self, settings: dict[str, Any], configure: Callable[[Any], None]) -> Link:
+        wrapper = self._engine.DatabaseWrapper(dict(settings), self.alias)
         link = Link(wrapper, self.dialect.executor(None, self.traffic))
         try:
             wrapper.ensure_connection()  # bounded by the driver's connect timeout
             link.executor.raw = wrapper.connection
             link.interrupt = self.dialect.interrupter(wrapper.connection)
             with self._watchdog.guard(self._call_limit, link.interrupt):
-                self.dialect.configure(wrapper, self.timeout)
+                configure(wrapper)
         except BaseException:
             link.close()
             raise
@@ -350,8 +358,19 @@ class SqliteBackend(DatabaseBackend):
         self._turn = threading.Lock()  # another thread of the parent may have held it
 
 
+class PolledPostgresqlBackend(DatabaseBackend):
+    """PostgreSQL through a pooler in transaction mode, with no direct connection to LISTEN on
+    (``listen``): LISTEN cannot work through the pooler, so the engine polls, as on MySQL."""
+
+    vendor = "postgresql"
+
+
 class PostgresqlBackend(DatabaseBackend):
-    """PostgreSQL 14+: releases and group changes arrive through LISTEN/NOTIFY."""
+    """PostgreSQL 14+: releases and group changes arrive through LISTEN/NOTIFY.
+
+    The listening connection goes to the alias, or to ``listen``'s settings merged over the
+    alias's (a direct connection, when the alias goes through PgBouncer).
+    """
 
     vendor = "postgresql"
     notifies = True
@@ -360,12 +379,23 @@ class PostgresqlBackend(DatabaseBackend):
         super().__init__(options, timeout=timeout)
         from .listener import PostgresListener
 
+        parsed = parse_options(self.options)
+        if parsed.transaction_pooling and parsed.listen is None:
+            raise ConfigurationError(
+                "LISTEN cannot work through a pooler in transaction mode: give the option 'listen' (a"
+                " direct connection), or build DatabaseBackend, which then polls"
+            )
+        listen = parsed.listen or {}
+        listen_settings = {**self._settings, **listen}
+        listen_settings["OPTIONS"] = {**self._settings["OPTIONS"], **listen.get("OPTIONS", {})}
+
         self._subscribers: list[NotificationListener] = []
         self._watched_leases: set[str] = set()
         self._watched_groups: set[str] = set()
         self._watch_lock = threading.Lock()
         self._listener = PostgresListener(
-            self._connect,
+            # LISTEN and a ping are all it sends: nothing to prepare or set.
+            lambda: self._open_link(listen_settings, _autocommit),
             self._on_payload,
             lambda: self._publish(Notification(NotificationKind.RESYNC)),
             timeout=self.timeout,
@@ -460,6 +490,10 @@ class _DeadConnection(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def _autocommit(wrapper: Any) -> None:
+    wrapper.connection.autocommit = True
 
 
 def _cause(error: BaseException) -> BaseException:

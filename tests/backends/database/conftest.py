@@ -23,6 +23,7 @@ from django.db.utils import load_backend
 
 from django_simba.backends.database import DatabaseBackend
 from tests.conftest import server_missing
+from tests.servers import pgbouncer as pgbouncer_server
 
 ALIASES = ("sqlite", "postgresql", "mysql")
 SERVER_NAMES = {"postgresql": "PostgreSQL", "mysql": "MariaDB/MySQL"}
@@ -85,6 +86,40 @@ def make_backend(alias: str) -> Iterator[Callable[..., DatabaseBackend]]:
 @pytest.fixture
 def backend(make_backend: Callable[..., DatabaseBackend]) -> DatabaseBackend:
     return make_backend()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(django_db_setup: Any) -> Iterator[pgbouncer_server.Pgbouncer]:
+    """A PgBouncer in transaction mode in front of the tests' PostgreSQL.
+
+    Stopped before the test databases are dropped (it holds server connections to them).
+    """
+    if not reachable("postgresql"):
+        server_missing(SERVER_NAMES["postgresql"])
+    reason = pgbouncer_server.ensure_installed()
+    if reason:
+        server_missing(reason)
+    database = settings.DATABASES["postgresql"]
+    with pgbouncer_server.pgbouncer(database["HOST"], int(database["PORT"]), [database["USER"]]) as bouncer:
+        yield bouncer
+
+
+@pytest.fixture
+def through_pgbouncer(pgbouncer: pgbouncer_server.Pgbouncer) -> Iterator[dict[str, Any]]:
+    """The "postgresql" alias goes through PgBouncer for the test; yields the backend's options.
+
+    The alias's settings are changed in place (Django's connections share that dict), so the
+    backend built on it, and any process the test spawns, connects through PgBouncer. The
+    options turn transaction pooling on and give the direct address for LISTEN; drop
+    ``listen`` to have the engine poll.
+    """
+    database = connections.settings["postgresql"]
+    direct = {"HOST": database["HOST"], "PORT": database["PORT"]}
+    database.update(HOST=pgbouncer.host, PORT=str(pgbouncer.port))
+    try:
+        yield {"alias": "postgresql", "transaction_pooling": True, "listen": dict(direct)}
+    finally:
+        database.update(direct)
 
 
 @pytest.fixture

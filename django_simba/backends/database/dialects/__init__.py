@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from ....spi import ConfigurationError
+from ....spi import DEFAULT_TIMEOUT, ConfigurationError
 from .base import Dialect
 
 
-def dialect_for(vendor: str) -> Dialect:
-    """The dialect of a Django database vendor ("postgresql", "mysql", "sqlite")."""
+def dialect_for(
+    vendor: str, *, transaction_pooling: bool = False, timeout: float = DEFAULT_TIMEOUT
+) -> Dialect:
+    """The dialect of a Django database vendor ("postgresql", "mysql", "sqlite").
+
+    ``transaction_pooling`` (PostgreSQL): the connections go through PgBouncer in transaction mode.
+    """
     if vendor == "postgresql":
         from .postgresql import PostgresqlDialect
 
-        return PostgresqlDialect()
+        return PostgresqlDialect(transaction_pooling=transaction_pooling, timeout=timeout)
+    if transaction_pooling:
+        raise ConfigurationError(f"transaction_pooling is for PostgreSQL, not {vendor}")
     if vendor == "mysql":
         from .mysql import MysqlDialect
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ....spi import DEFAULT_TIMEOUT
 from .base import (
     NAMED_PARAMETER,
     Acquired,
@@ -351,6 +352,8 @@ STATEMENTS = {
 }
 #: What a batch sends: ``EXECUTE`` of each prepared statement.
 RUN = {name: statement.execute() for name, statement in STATEMENTS.items()}
+#: What a batch sends behind a pooler in transaction mode, where nothing can be prepared.
+TEXT = {name: statement.sql for name, statement in STATEMENTS.items()}
 
 
 class PostgresqlExecutor(Executor):
@@ -382,6 +385,9 @@ class PostgresqlExecutor(Executor):
     def run_batch(self, statements: Sequence[str], params: Params, *, atomic: bool) -> list[Result]:
         # A multi-statement simple query is one implicit transaction already.
         self.traffic.count(len(statements))
+        return self._simple_query(statements, params)
+
+    def _simple_query(self, statements: Sequence[str], params: Params) -> list[Result]:
         with self._cursor() as cursor:
             cursor.execute(";\n".join(statements), params)
             results = []
@@ -392,10 +398,52 @@ class PostgresqlExecutor(Executor):
                     return results
 
 
+class PooledPostgresqlExecutor(PostgresqlExecutor):
+    """Behind a pooler in transaction mode (PgBouncer): every call is one simple query, a
+    transaction of its own that sets the isolation and timeouts for itself only. A session
+    setting would stay on the server connection for the pooler's next client, and the next
+    call may get another server connection anyway."""
+
+    def __init__(self, raw: Any, traffic: Traffic, prologue: Sequence[str]) -> None:
+        super().__init__(raw, traffic)
+        self._prologue = list(prologue)
+
+    def run(self, sql: str, params: Params) -> Result:
+        return self.run_batch([sql], params, atomic=True)[0]
+
+    def run_batch(self, statements: Sequence[str], params: Params, *, atomic: bool) -> list[Result]:
+        self.traffic.count(len(statements))
+        return self._simple_query([*self._prologue, *statements], params)[len(self._prologue) :]
+
+
+def transaction_settings(timeout: float) -> list[str]:
+    """What every transaction behind a pooler sets first (``SET LOCAL``: for itself only)."""
+    milliseconds = max(1, round(timeout * 1000))
+    return [
+        "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        f"SET LOCAL statement_timeout = {milliseconds}",
+        f"SET LOCAL lock_timeout = {milliseconds}",
+    ]
+
+
 class PostgresqlDialect(Dialect):
+    """``transaction_pooling``: the connections go through PgBouncer in transaction mode (or a
+    pooler like it): nothing is prepared and no session setting is made."""
+
     vendor = "postgresql"
 
+    def __init__(self, *, transaction_pooling: bool = False, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.transaction_pooling = transaction_pooling
+        self._timeout = timeout
+        self._batch = TEXT if transaction_pooling else RUN
+
+    def _statements(self, *names: str) -> list[str]:
+        """What a batch sends for the statements ``names``: their EXECUTE, or their text."""
+        return [self._batch[name] for name in names]
+
     def executor(self, raw: Any, traffic: Traffic) -> Executor:
+        if self.transaction_pooling:
+            return PooledPostgresqlExecutor(raw, traffic, transaction_settings(self._timeout))
         return PostgresqlExecutor(raw, traffic)
 
     def connection_options(self, options: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -408,6 +456,9 @@ class PostgresqlDialect(Dialect):
     def configure(self, wrapper: Any, timeout: float) -> None:
         raw = wrapper.connection
         raw.autocommit = True
+        if self.transaction_pooling:
+            raw.prepare_threshold = None  # psycopg prepares nothing, even when asked
+            return
         # Django turns prepared statements off; run() asks for them (prepare=True), others never.
         raw.prepare_threshold = PREPARE_NEVER_UNASKED
         milliseconds = max(1, round(timeout * 1000))
@@ -427,7 +478,7 @@ class PostgresqlDialect(Dialect):
 
     def keep_alive(self, ex: Executor, session_id: str, lease_ms: int) -> Renewed:
         _, renewed, owned = ex.run_batch(
-            [RUN["LOCK_SESSION"], RUN["RENEW"], RUN["OWNED"]],
+            self._statements("LOCK_SESSION", "RENEW", "OWNED"),
             {"sid": session_id, "lease": lease_ms},
             atomic=True,
         )
@@ -437,7 +488,7 @@ class PostgresqlDialect(Dialect):
 
     def remove_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
         freed, deleted, left = ex.run_batch(
-            [RUN["FREE_LEASES"], RUN["DELETE_SESSIONS"], RUN["DELETE_MEMBERS"]],
+            self._statements("FREE_LEASES", "DELETE_SESSIONS", "DELETE_MEMBERS"),
             {"ids": list(session_ids)},
             atomic=True,
         )
@@ -445,7 +496,7 @@ class PostgresqlDialect(Dialect):
 
     def purge_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
         *_, purged = ex.run_batch(
-            [RUN["LOCK_PURGED_LEASES"], RUN["LOCK_PURGED_SESSIONS"], RUN["PURGE"]],
+            self._statements("LOCK_PURGED_LEASES", "LOCK_PURGED_SESSIONS", "PURGE"),
             {"ids": list(session_ids)},
             atomic=True,
         )
@@ -466,7 +517,7 @@ class PostgresqlDialect(Dialect):
         if remaining is not None and token is None and not held:
             # A holder that looks dead (or is the caller): decide with the rows locked.
             *_, decided = ex.run_batch(
-                [RUN["LOCK_LEASE"], RUN["LOCK_SESSIONS"], RUN["TAKE"]], params, atomic=True
+                self._statements("LOCK_LEASE", "LOCK_SESSIONS", "TAKE"), params, atomic=True
             )
             remaining, token = decided.rows[0]
         if remaining is None or remaining <= 0:
@@ -493,7 +544,7 @@ class PostgresqlDialect(Dialect):
 
     def join(self, ex: Executor, session_id: str, group: str) -> bool:
         _, joined = ex.run_batch(
-            [RUN["SHARE_SESSION"], RUN["JOIN"]], {"sid": session_id, "group": group}, atomic=True
+            self._statements("SHARE_SESSION", "JOIN"), {"sid": session_id, "group": group}, atomic=True
         )
         live, _ = joined.rows[0]
         return bool(live)
