@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.servers.processes import stop
+
 HOST = "127.0.0.1"
 SUPERUSER = "simba"
 RUN_AS = "postgres"
@@ -93,7 +95,7 @@ def own_postgres(*, max_connections: int) -> Iterator[OwnPostgres]:
             _wait_ready(server, directory)
             yield server
         finally:
-            _stop(process)
+            stop(process, signal.SIGINT, timeout=30)  # PostgreSQL's fast shutdown
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -114,14 +116,3 @@ def _wait_ready(server: OwnPostgres, directory: Path) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGINT by PID (PostgreSQL's fast shutdown), SIGKILL if it does not exit."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -19,6 +18,8 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from .processes import stop
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 HOST = "127.0.0.1"
@@ -130,7 +131,9 @@ def pgbouncer(
         _wait_listening(bouncer)
         yield bouncer
     finally:
-        _stop(process)
+        stop(process)  # SIGTERM: PgBouncer's immediate shutdown
+        if process.stderr is not None:
+            process.stderr.close()
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -145,16 +148,3 @@ def _wait_listening(bouncer: Pgbouncer) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"pgbouncer did not listen on {bouncer.port} within {START_TIMEOUT} s")
         time.sleep(0.02)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM by PID (PgBouncer's immediate shutdown), SIGKILL if it does not exit."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-    if process.stderr is not None:
-        process.stderr.close()

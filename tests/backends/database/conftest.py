@@ -208,6 +208,14 @@ class Outsider:
         """Lock a session row for update, as its keep-alive does (inside :meth:`begin`)."""
         self.execute("UPDATE simba_session SET expires_at = expires_at WHERE session_id = %s", (session_id,))
 
+    def server_connections(self) -> int:
+        """Connections to this database on the server, this one included (PostgreSQL, MySQL)."""
+        if self.vendor == "postgresql":
+            sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        else:
+            sql = "SELECT count(*) FROM information_schema.processlist WHERE db = DATABASE()"
+        return int(self.execute(sql)[0][0])
+
     def lock_waiters(self) -> int:
         """How many other connections wait for a row lock (0 on SQLite, which cannot tell)."""
         if self.vendor == "postgresql":

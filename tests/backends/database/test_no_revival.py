@@ -9,6 +9,8 @@ that matters, so each interleaving is forced instead of hoped for.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -38,6 +40,19 @@ def wait_expired(outsider: Outsider, session_id: str) -> None:
     wait_until(lambda: outsider.session_expired(session_id), 5, message="the session to expire")
 
 
+def waited_past_expiry(
+    outsider: Outsider, session_id: str, lock: Callable[[], None], call: Callable[[], Any]
+) -> Call:
+    """Run ``call`` while the outsider holds ``lock``, and let go only once the session expired."""
+    outsider.begin()
+    lock()
+    pending = Call(call)
+    wait_blocked(outsider, pending)
+    wait_expired(outsider, session_id)
+    outsider.commit()
+    return pending
+
+
 def assert_not_revived(backend: DatabaseBackend, session_id: str, name: str, group: str) -> None:
     """Neither the session nor anything it held is live again."""
     assert backend.owner(name) is None
@@ -58,15 +73,11 @@ def test_a_renewal_that_waited_on_a_take_over_past_the_expiry_fails(
     assert backend.acquire(holder, name) is not None
     backend.join(holder, group)
 
-    # A take-over holds the holder's row in share mode while it judges the holder...
-    outsider.begin()
-    outsider.share_lock_session(holder)
-    renewal = Call(lambda: backend.keep_alive(holder, 30))
-    wait_blocked(outsider, renewal)
-    # ...and the session expires before it lets go: the renewal sent before the expiry comes too late.
-    wait_expired(outsider, holder)
-    outsider.commit()
-
+    # A take-over holds the holder's row in share mode while it judges the holder, and the
+    # session expires before it lets go: the renewal sent before the expiry comes too late.
+    renewal = waited_past_expiry(
+        outsider, holder, lambda: outsider.share_lock_session(holder), lambda: backend.keep_alive(holder, 30)
+    )
     with pytest.raises(SessionExpired):
         renewal.result()
     assert_not_revived(backend, holder, name, group)
@@ -79,13 +90,9 @@ def test_a_join_that_waited_past_the_expiry_fails(backend: DatabaseBackend, outs
     assert backend.acquire(member, name) is not None
 
     # The session's row is locked for update (as a keep-alive or a close does) until after it expired.
-    outsider.begin()
-    outsider.lock_session(member)
-    join = Call(lambda: backend.join(member, group))
-    wait_blocked(outsider, join)
-    wait_expired(outsider, member)
-    outsider.commit()
-
+    join = waited_past_expiry(
+        outsider, member, lambda: outsider.lock_session(member), lambda: backend.join(member, group)
+    )
     with pytest.raises(SessionExpired):
         join.result()
     assert_not_revived(backend, member, name, group)
@@ -114,13 +121,9 @@ def test_an_acquire_that_waited_on_the_lease_row_past_the_expiry_fails(
     backend.release(other, name, first.token)
 
     # The free row is locked (a release, a take-over) until the caller's session expired.
-    outsider.begin()
-    outsider.lock_lease(name)
-    acquire = Call(lambda: backend.acquire(caller, name))
-    wait_blocked(outsider, acquire)
-    wait_expired(outsider, caller)
-    outsider.commit()
-
+    acquire = waited_past_expiry(
+        outsider, caller, lambda: outsider.lock_lease(name), lambda: backend.acquire(caller, name)
+    )
     with pytest.raises(SessionExpired):
         acquire.result()
     assert_not_revived(backend, caller, name, group)

@@ -23,21 +23,13 @@ servers = pytest.mark.parametrize(
 )
 
 
-def server_connections(outsider: Outsider) -> int:
-    if outsider.vendor == "postgresql":
-        sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-    else:
-        sql = "SELECT count(*) FROM information_schema.processlist WHERE db = DATABASE()"
-    return int(outsider.execute(sql)[0][0])
-
-
 @servers
 @pytest.mark.parametrize("limit", [1, 3])
 def test_eight_threads_never_open_more_than_max_connections(
     make_backend: Callable[..., DatabaseBackend], outsider: Outsider, limit: int
 ) -> None:
     backend = make_backend(max_connections=limit)
-    baseline = server_connections(outsider)
+    baseline = outsider.server_connections()
     session = backend.open_session(30, "pool").session_id
     assert backend.connection_count() == 1  # at rest: one idle connection
     start, stop = threading.Barrier(9), threading.Event()
@@ -61,7 +53,7 @@ def test_eight_threads_never_open_more_than_max_connections(
     deadline = time.monotonic() + 1.5
     while time.monotonic() < deadline:
         peak_here = max(peak_here, backend.connection_count())
-        peak_server = max(peak_server, server_connections(outsider) - baseline)
+        peak_server = max(peak_server, outsider.server_connections() - baseline)
     stop.set()
     for thread in threads:
         thread.join(10)
