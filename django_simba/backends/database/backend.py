@@ -98,7 +98,11 @@ class DatabaseBackend(LeaseBackend):
         if type(self).vendor not in ("database", vendor):
             raise ConfigurationError(f"{type(self).__name__} cannot serve alias {self.alias!r} ({vendor})")
         self.dialect: Dialect = dialect_for(
-            vendor, transaction_pooling=parsed.transaction_pooling, timeout=self.timeout
+            vendor,
+            transaction_pooling=parsed.transaction_pooling,
+            timeout=self.timeout,
+            # The polled PostgreSQL backend listens nowhere, and neither do its peers.
+            notify=type(self) is not PolledPostgresqlBackend,
         )
         #: Round trips and statements sent, for tests and benchmarks.
         self.traffic = Traffic()
@@ -360,7 +364,12 @@ class SqliteBackend(DatabaseBackend):
 
 class PolledPostgresqlBackend(DatabaseBackend):
     """PostgreSQL through a pooler in transaction mode, with no direct connection to LISTEN on
-    (``listen``): LISTEN cannot work through the pooler, so the engine polls, as on MySQL."""
+    (``listen``): LISTEN cannot work through the pooler, so the engine polls, as on MySQL.
+
+    Its releases send no NOTIFY either: PostgreSQL commits notifying transactions one at a
+    time, which would cap a fleet's releases at one per commit flush. A process of the same
+    fleet that does listen learns of them at its next retry instead.
+    """
 
     vendor = "postgresql"
 

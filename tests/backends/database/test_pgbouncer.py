@@ -126,6 +126,41 @@ def test_without_a_direct_connection_the_backend_polls(bounced: Callable[..., Da
     exercise(backend)
 
 
+def test_polled_releases_send_no_notify(
+    bounced: Callable[..., DatabaseBackend], through_pgbouncer: dict[str, Any]
+) -> None:
+    """Nobody listens where the backend polls; a NOTIFY would make releases commit one at a time."""
+    from django_simba.backends.database.dialects.postgresql import lease_channel
+
+    polled, notifying = bounced(listen=None), bounced()
+    name = f"bounced.{uuid.uuid4().hex[:8]}"
+    direct = through_pgbouncer["listen"]
+    database = settings.DATABASES["postgresql"]
+    with psycopg.connect(
+        host=direct["HOST"],
+        port=direct["PORT"],
+        user=database["USER"],
+        dbname=database["NAME"],
+        autocommit=True,
+    ) as listener:
+        listener.execute(f'LISTEN "{lease_channel(name)}"')
+        for backend in (polled, notifying):
+            session = backend.open_session(30, "releaser").session_id
+            grant = backend.acquire(session, name)
+            assert grant is not None
+            backend.release(session, name, grant.token)
+            backend.close_session(session)
+        # Notifications arrive in commit order: all of the releases' come before this one.
+        listener.execute(f"NOTIFY \"{lease_channel(name)}\", 'end'")
+        payloads = []
+        for notification in listener.notifies(timeout=5):
+            if notification.payload == "end":
+                break
+            payloads.append(notification.payload)
+        assert payloads == [f"released:{name}"]  # the notifying backend's release alone
+    assert not polled.dialect.notify and notifying.dialect.notify  # type: ignore[attr-defined]
+
+
 def test_listening_through_the_pooler_is_refused(alias: str, through_pgbouncer: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError, match="LISTEN cannot work through a pooler"):
         PostgresqlBackend({**through_pgbouncer, "listen": None})

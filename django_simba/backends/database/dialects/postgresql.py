@@ -66,6 +66,25 @@ def _notify(channel: str, prefix: str, column: str) -> str:
     return f"pg_notify('{channel}' || md5(convert_to({column}, 'UTF8')), '{prefix}' || {column})"
 
 
+#: Every notification the statements send: releases of leases, changes of groups.
+NOTIFICATIONS = (
+    _notify(LEASE_CHANNEL, RELEASED_PREFIX, "name"),
+    _notify(GROUP_CHANNEL, GROUP_PREFIX, "group_name"),
+)
+
+
+def silenced(sql: str) -> str:
+    """``sql`` sending no notification (its notify columns read NULL).
+
+    A NOTIFY holds a lock of the whole cluster from its statement until its commit is on
+    disk, so notifying transactions commit one at a time: where nobody listens, the
+    backend sends none.
+    """
+    for notification in NOTIFICATIONS:
+        sql = sql.replace(notification, "NULL")
+    return sql
+
+
 # Read once per statement (a materialized CTE), after any earlier statement of the batch
 # waited for a lock; epoch extraction is in UTC whatever the session's time zone.
 NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
@@ -172,7 +191,7 @@ WITH freed AS (
     WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)
     RETURNING name
 )
-SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed
+SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, "name")} FROM freed
 """
 
 FORCE_RELEASE = f"""
@@ -183,7 +202,7 @@ previous AS (
 freed AS (
     UPDATE simba_lease l SET session_id = '' FROM previous WHERE l.name = %(name)s RETURNING l.name
 ),
-notified AS (SELECT {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed)
+notified AS (SELECT {_notify(LEASE_CHANNEL, RELEASED_PREFIX, "name")} FROM freed)
 SELECT EXISTS (
     SELECT 1 FROM previous JOIN simba_session s ON s.session_id = previous.session_id, clock
     WHERE s.expires_at > clock.now
@@ -194,13 +213,13 @@ FREE_LEASES = f"""
 WITH freed AS (
     UPDATE simba_lease SET session_id = '' WHERE session_id = ANY(%(ids)s) RETURNING name
 )
-SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed
+SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, "name")} FROM freed
 """
 DELETE_SESSIONS = "DELETE FROM simba_session WHERE session_id = ANY(%(ids)s)"
 DELETE_MEMBERS = f"""
 WITH gone AS (DELETE FROM simba_member WHERE session_id = ANY(%(ids)s) RETURNING group_name),
 changed AS (SELECT DISTINCT group_name FROM gone)
-SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, 'group_name')} FROM changed
+SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, "group_name")} FROM changed
 """
 
 # A purge locks the leases, then the sessions (the order of every removal), then judges
@@ -220,9 +239,9 @@ deleted AS (DELETE FROM simba_session WHERE session_id IN (SELECT session_id FRO
 left_groups AS (
     DELETE FROM simba_member WHERE session_id IN (SELECT session_id FROM gone) RETURNING group_name
 ),
-released AS (SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed),
+released AS (SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, "name")} FROM freed),
 changed AS (SELECT DISTINCT group_name FROM left_groups),
-announced AS (SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, 'group_name')} FROM changed)
+announced AS (SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, "group_name")} FROM changed)
 SELECT (SELECT count(*) FROM deleted),
        ARRAY(SELECT name FROM released),
        ARRAY(SELECT group_name FROM announced)
@@ -263,7 +282,7 @@ added AS (
     INSERT INTO simba_member (group_name, session_id) SELECT %(group)s, %(sid)s FROM live
     ON CONFLICT DO NOTHING RETURNING group_name
 ),
-notified AS (SELECT {_notify(GROUP_CHANNEL, GROUP_PREFIX, 'group_name')} FROM added)
+notified AS (SELECT {_notify(GROUP_CHANNEL, GROUP_PREFIX, "group_name")} FROM added)
 SELECT EXISTS (SELECT 1 FROM live), (SELECT count(*) FROM notified)
 """
 
@@ -271,7 +290,7 @@ LEAVE = f"""
 WITH gone AS (
     DELETE FROM simba_member WHERE group_name = %(group)s AND session_id = %(sid)s RETURNING group_name
 )
-SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, 'group_name')} FROM gone
+SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, "group_name")} FROM gone
 """
 
 MEMBERS = f"""
@@ -432,10 +451,20 @@ class PostgresqlDialect(Dialect):
 
     vendor = "postgresql"
 
-    def __init__(self, *, transaction_pooling: bool = False, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self, *, transaction_pooling: bool = False, timeout: float = DEFAULT_TIMEOUT, notify: bool = True
+    ) -> None:
         self.transaction_pooling = transaction_pooling
+        self.notify = notify
         self._timeout = timeout
-        self._batch = TEXT if transaction_pooling else RUN
+        if notify:
+            self._batch = TEXT if transaction_pooling else RUN
+        else:  # only polled behind a pooler: its statements are never prepared
+            self._batch = {name: silenced(sql) for name, sql in TEXT.items()}
+
+    def _statement(self, sql: str) -> str:
+        """A single statement as this dialect sends it (without its notifications, if it sends none)."""
+        return sql if self.notify else silenced(sql)
 
     def _statements(self, *names: str) -> list[str]:
         """What a batch sends for the statements ``names``: their EXECUTE, or their text."""
@@ -525,11 +554,11 @@ class PostgresqlDialect(Dialect):
         return Acquired(int(remaining), None if token is None else int(token))
 
     def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
-        ex.run(RELEASE, {"sid": session_id, "name": name, "token": token})
+        ex.run(self._statement(RELEASE), {"sid": session_id, "name": name, "token": token})
         return None  # waiters are woken by NOTIFY: the engine learns of them when they refuse it
 
     def force_release(self, ex: Executor, name: str) -> bool:
-        was_live, _ = ex.run(FORCE_RELEASE, {"name": name}).rows[0]
+        was_live, _ = ex.run(self._statement(FORCE_RELEASE), {"name": name}).rows[0]
         return bool(was_live)
 
     def owner(self, ex: Executor, name: str) -> Row | None:
@@ -550,7 +579,7 @@ class PostgresqlDialect(Dialect):
         return bool(live)
 
     def leave(self, ex: Executor, session_id: str, group: str) -> bool:
-        return bool(ex.run(LEAVE, {"sid": session_id, "group": group}).rows)
+        return bool(ex.run(self._statement(LEAVE), {"sid": session_id, "group": group}).rows)
 
     def members(self, ex: Executor, group: str) -> list[Row]:
         return ex.run(MEMBERS, {"group": group}).rows
