@@ -265,12 +265,12 @@ def print_tables(
     print(f"one bare committed UPDATE on this server, alone: p50 {floor[0]:.2f} ms, p99 {floor[1]:.2f} ms")
     print()
     print("One process's connections (the listener apart), 8 threads cycling locks:")
-    rule = "=" * 34 + " " + " ".join(["=" * 8] * 3 + ["=" * 12])
+    rule = "=" * 34 + " " + " ".join(["=" * 8] * 2 + ["=" * 12])
     print(rule)
-    print(f"{'pool':<34} {'at rest':>8} {'peak':>8} {'after':>8} {'server peak':>12}")
+    print(f"{'pool':<34} {'at rest':>8} {'peak':>8} {'server peak':>12}")
     print(rule)
     for label, row in footprints:
-        print(f"{label:<34} {row['at_rest']:>8} {row['peak']:>8} {row['after']:>8} {row['peak_server']:>12}")
+        print(f"{label:<34} {row['at_rest']:>8} {row['peak']:>8} {row['peak_server']:>12}")
     print(rule)
     print("server peak: that process's connections on the server, its LISTEN connection included")
 

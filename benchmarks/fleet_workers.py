@@ -169,7 +169,6 @@ def pool_footprint(database: dict[str, Any], options: dict[str, Any], seconds: f
     stop.set()
     for thread in threads:
         thread.join()
-    after = backend.connection_count()
     backend.close_session(session)
     backend.close()
-    results.put({"at_rest": at_rest, "peak": peak, "after": after, "listening": listening})
+    results.put({"at_rest": at_rest, "peak": peak, "listening": listening})

@@ -4,6 +4,8 @@ Each call borrows a connection for its duration and gives it back, so a
 thread's ``transaction.atomic()`` never contains a backend write, and many
 threads (or short-lived request threads) share a few connections. At most
 ``max_open`` are open at once: a call finding them all busy waits for one.
+Connections beyond ``max_idle`` close once they have been idle for
+``SURPLUS_GRACE``, so a burst does not open and close one per overlap.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from .dialects.base import Executor
 
 logger = logging.getLogger(__name__)
 
+#: How long a connection beyond ``max_idle`` stays open idle (closed at the next call after it).
+SURPLUS_GRACE = 10.0
+
 #: Connections inherited through ``fork``: kept referenced forever, because closing or
 #: even collecting one in the child would end the parent's session on the server.
 _INHERITED: list[Any] = []
@@ -36,6 +41,7 @@ class Link:
     interrupt: Callable[[], None] = lambda: None
     generation: int = 0
     reused: bool = False
+    idle_since: float = 0.0
 
     @property
     def raw(self) -> Any:
@@ -73,6 +79,7 @@ class LinkPool:
         self._opening = 0  # connections being opened, counted against max_open
         self._waiting = 0  # calls waiting for a connection
         self._generation = 0
+        self.surplus_grace = SURPLUS_GRACE
 
     def take(self, wait: float) -> Link:
         """An idle connection, or a new one; with ``max_open`` busy, wait up to ``wait`` seconds."""
@@ -88,12 +95,17 @@ class LinkPool:
                 finally:
                     self._waiting -= 1
             if self._idle:
-                link = self._idle.pop()
+                link = self._idle.pop()  # the last used: the others may age out
                 link.reused = True
                 self._busy.add(link)
-                return link
-            self._opening += 1
-            generation = self._generation
+                surplus = self._surplus()
+            else:
+                self._opening += 1
+                generation = self._generation
+                surplus = None
+        if surplus is not None:
+            _close_all(surplus)
+            return link
         try:
             link = self._connect()
         except BaseException:
@@ -111,10 +123,21 @@ class LinkPool:
         with self._lock:
             self._busy.discard(link)
             self._lock.notify()
-            if link.generation == self._generation and len(self._idle) < self._max_idle:
+            if link.generation != self._generation:
+                surplus = [link]
+            else:
+                link.idle_since = time.monotonic()
                 self._idle.append(link)
-                return
-        link.close()
+                surplus = self._surplus()
+        _close_all(surplus)
+
+    def _surplus(self) -> list[Link]:
+        """Idle connections beyond ``max_idle`` that stayed idle too long, out of the pool (lock held)."""
+        cutoff = time.monotonic() - self.surplus_grace
+        surplus = []
+        while len(self._idle) > self._max_idle and self._idle[0].idle_since <= cutoff:
+            surplus.append(self._idle.pop(0))  # the oldest first: the list is in order of return
+        return surplus
 
     def discard(self, link: Link) -> None:
         with self._lock:
@@ -154,3 +177,8 @@ class LinkPool:
         """Calls waiting for a connection now (all ``max_open`` busy)."""
         with self._lock:
             return self._waiting
+
+
+def _close_all(links: list[Link]) -> None:
+    for link in links:
+        link.close()

@@ -80,7 +80,7 @@ def test_close_closes_every_connection(backend: DatabaseBackend, outsider: Outsi
         thread.start()
     for thread in threads:
         thread.join(30)
-    assert backend.connection_count() == 1  # one idle by default; the others closed
+    assert 1 <= backend.connection_count() <= 2  # max_connections; the surplus closes after a grace
     wait_until(
         lambda: outsider.server_connections() == baseline + backend.connection_count(),
         5,

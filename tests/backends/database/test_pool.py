@@ -6,6 +6,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -60,7 +61,53 @@ def test_eight_threads_never_open_more_than_max_connections(
     assert errors == []
     assert peak_here == limit  # all of them used, never one more
     assert peak_server <= limit
-    assert backend.connection_count() == 1  # back to the one idle connection
+    # The surplus stays for a grace (a burst reuses it), then the next call closes it.
+    assert backend.connection_count() <= limit
+    backend._pool.surplus_grace = 0
+    backend.owner("pool.0")
+    assert backend.connection_count() == 1
+    backend.close_session(session)
+
+
+@servers
+def test_occasional_overlaps_reuse_the_connection_they_opened(
+    make_backend: Callable[..., DatabaseBackend],
+) -> None:
+    """One thread cycles a lock without pause, another calls now and then: with one idle
+    connection kept, the second connection must not be opened again at every overlap."""
+    backend = make_backend()
+    session = backend.open_session(30, "overlaps").session_id
+    opened: list[object] = []
+    connect = backend._pool._connect
+
+    def counting_connect() -> Any:
+        opened.append(None)
+        return connect()
+
+    backend._pool._connect = counting_connect
+    progress = threading.Condition()
+    cycles = [0]
+
+    def cycle(name: str) -> None:
+        grant = backend.acquire(session, name)
+        assert grant is not None
+        backend.release(session, name, grant.token)
+
+    def busy() -> None:
+        for _ in range(200):
+            cycle("overlap.busy")
+            with progress:
+                cycles[0] += 1
+                progress.notify_all()
+
+    thread = threading.Thread(target=busy)
+    thread.start()
+    for n in range(1, 21):  # a call after every 8 cycles of the busy thread
+        with progress:
+            assert progress.wait_for(lambda n=n: cycles[0] >= 8 * n, 30)
+        cycle("overlap.now-and-then")
+    thread.join(30)
+    assert len(opened) <= 1  # the second connection, once
     backend.close_session(session)
 
 
