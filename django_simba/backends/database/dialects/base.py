@@ -145,6 +145,15 @@ class Dialect(ABC):
         operation follows, so removal never deadlocks with an acquire or a join.
         """
 
+    def purge_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
+        """Remove those of ``session_ids`` (found expired by a read) still expired once locked.
+
+        A keep-alive that judged its session live may commit after the read found the
+        session expired: that session is renewed, and stays. By default (a dialect whose
+        writer waits for no renewal in flight) everything listed is removed.
+        """
+        return self.remove_sessions(ex, session_ids)
+
     @abstractmethod
     def expired_sessions(self, ex: Executor, limit: int) -> list[str]:
         """Ids of at most ``limit`` expired sessions, oldest expiry first (the expiry index)."""
@@ -240,6 +249,10 @@ class Statements:
     leave: str
     members: str
     groups: str
+    #: Locks the session's row before ``renew`` judges it, in the same transaction: a
+    #: statement's clock is read before the locks it waits for. Empty where the write lock
+    #: is taken before any clock is read (SQLite).
+    lock_session: str = ""
 
 
 class StatementDialect(Dialect):
@@ -256,8 +269,9 @@ class StatementDialect(Dialect):
         return lease_ms
 
     def keep_alive(self, ex: Executor, session_id: str, lease_ms: int) -> Renewed:
-        renewed, owned = ex.run_batch(
-            [self.sql.renew, self.sql.owned], {"sid": session_id, "lease": lease_ms}, atomic=False
+        lock = [self.sql.lock_session] if self.sql.lock_session else []
+        *_, renewed, owned = ex.run_batch(
+            [*lock, self.sql.renew, self.sql.owned], {"sid": session_id, "lease": lease_ms}, atomic=bool(lock)
         )
         if renewed.rowcount != 1:
             return Renewed(None, {})
