@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...spi import BackendTimeout, Grant, LeaseInfo, Member, Renewal, SessionExpired
+from ...spi import BackendTimeout, Grant, LeaseInfo, Member, Released, Renewal, SessionExpired
 from .keys import (
     group_key,
     lease_key,
@@ -56,7 +56,7 @@ from .scripts import (
     SLOT_RENEW,
     Script,
 )
-from .store import BaseStore, seconds
+from .store import BaseStore, released, seconds
 
 EXPIRED, REFUSED, HELD, NEW_TERM = -1, 0, 1, 2
 
@@ -162,17 +162,18 @@ class ClusterStore(BaseStore):
             raise BackendTimeout(f"acquire of {name!r} answered after its session's remaining time")
         return Grant(name, token, seconds(min(session_ms, lease_remaining_ms)))
 
-    def release(self, session_id: str, name: str, token: int = 0) -> None:
+    def release(self, session_id: str, name: str, token: int = 0) -> Released:
         sent = self.clock()
         if token:
             # Only that term: a newer term of the session keeps its index entry (and its renewals).
-            if int(self.scripting.run(SLOT_RELEASE, [lease_key(name)], [session_id, token])):
+            reply = self.scripting.run(SLOT_RELEASE, [lease_key(name)], [session_id, token])
+            if int(reply):
                 self._check_budget(sent, "release")
                 self.scripting.command("ZREM", session_leases_key(session_id), name)
-            return
+            return released(reply)
         self.scripting.command("ZREM", session_leases_key(session_id), name)
         self._check_budget(sent, "release")
-        self.scripting.run(SLOT_RELEASE, [lease_key(name)], [session_id, 0])
+        return released(self.scripting.run(SLOT_RELEASE, [lease_key(name)], [session_id, 0]))
 
     def owner(self, name: str) -> LeaseInfo | None:
         rows = self.scripting.run(LEASES_READ, [lease_key(name)])
