@@ -47,7 +47,7 @@ def test_a_lost_release_asked_again_deletes_the_node(
     proxy: ZookeeperProxy, make_backend: BackendFactory, raw: KazooClient
 ) -> None:
     backend, sid, name, grant = _released_on_the_way(proxy, make_backend)
-    again = wait_until(lambda: _released(backend, sid, name, grant.token), 10, message="the release asked again")
+    again = _released_again(backend, sid, name, grant.token)
     assert held_node(raw, name) is None
     assert again.held is True  # this delete removed the node: the term was the session's until then
     assert backend.release(sid, name, grant.token).held is False  # freed now
@@ -70,7 +70,7 @@ def test_a_release_asked_again_after_an_applied_delete_lost_its_reply_reports_no
         applied=lambda: raw.exists(held[0]) is None,
     )
     assert isinstance(error, BackendUnavailable), error
-    again = wait_until(lambda: _released(backend, sid, name, grant.token), 10, message="the release asked again")
+    again = _released_again(backend, sid, name, grant.token)
     # No node now: our first delete removed it, or an operator did before it; ZooKeeper cannot tell
     # which, and finding none must not read as a force-release.
     assert again.held is None
@@ -184,6 +184,14 @@ def _renewed(backend: ZookeeperBackend, sid: str) -> Renewal:
 
     renewal: Renewal = wait_until(attempt, 10, message="a keep-alive after reconnecting")
     return renewal
+
+
+def _released_again(backend: ZookeeperBackend, sid: str, name: str, token: int) -> Released:
+    """The reply of the release asked again, once one gets through."""
+    released: Released = wait_until(
+        lambda: _released(backend, sid, name, token), 10, message="the release asked again"
+    )
+    return released
 
 
 def _released(backend: ZookeeperBackend, sid: str, name: str, token: int) -> Released | None:
