@@ -4,7 +4,8 @@ Every script touches the keys of one hash slot. A call runs the script of the
 session's slot first, then one script per slot of the remaining keys. Those later
 scripts may run long after the first (a starved thread, a driver holding commands
 while it reconnects) on nodes whose clocks differ from the session node's, so only
-durations cross nodes, measured on this process's monotonic clock:
+durations cross nodes, measured on this process's local clock (``spi.clock``, which counts a
+suspend of the host as the nodes' clocks do):
 
 * acquire / join grant one full session lease on the lease (group) node's own clock.
   A keep-alive running between the session call and the grant extends the session
@@ -25,12 +26,12 @@ durations cross nodes, measured on this process's monotonic clock:
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...spi import BackendTimeout, Grant, LeaseInfo, Member, Released, Renewal, SessionExpired
+from ...spi.clock import local_clock
 from .keys import (
     group_key,
     lease_key,
@@ -71,7 +72,7 @@ class ClusterStore(BaseStore):
         scripting: ClusterScripting,
         *,
         timeout: float,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = local_clock,
     ) -> None:
         super().__init__(scripting, timeout=timeout)
         self.clock = clock
