@@ -137,31 +137,35 @@ class EngineTCK:
         name: str,
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        """A release fails unapplied and keeps failing while keep-alives list the old term.
+        """A release fails unapplied; while calls for the name keep failing, keep-alives list the
+        old term as the session's again, with local waiters in line.
 
-        Local waiters meanwhile must never get the old token (its holder may still write with
-        it, and a fenced resource accepts a token equal to the highest it saw), and get newer
-        ones once releases work again; no two local terms ever share a token.
+        The waiters must never get the old token (its holder may still write with it, and a
+        fenced resource accepts a token equal to the highest it saw), and get newer ones once
+        the calls work again; no two local terms ever share a token.
         """
         engine = make_engine(backend)
         first = engine.lock(name)
         old = first.acquire(5)
-        releases = _UnappliedReleases(backend.release, name)
+        outage = _Outage(backend, name)
         renewals = _Renewals(backend.keep_alive)
-        monkeypatch.setattr(backend, "release", releases)
+        monkeypatch.setattr(backend, "release", outage.release)
+        monkeypatch.setattr(backend, "acquire", outage.acquire)
         monkeypatch.setattr(backend, "keep_alive", renewals)
         first.release()  # fails on the backend: the engine ends the term here anyway
-        assert releases.failed >= 1
-        relisted_from = renewals.count()
+        assert outage.failed_releases >= 1
         waiters = [_Waiter(engine, name, timeout=self.patience() * 2) for _ in range(2)]
+        wait_until(lambda: outage.failed_acquires, self.patience(), message="the waiters in line")
+        relisted_from = renewals.count()
 
         def relisted(renewal: Renewal) -> bool:  # the backend still lists the old term as the session's
             return renewal.owned.get(name) == old.token
 
-        renewals.wait_for(relisted, relisted_from, self.patience())
+        after = renewals.wait_for(relisted, relisted_from, self.patience())
+        renewals.wait_for(lambda renewal: True, after, self.patience())  # that reply was handled
         granted = [waiter.term.token for waiter in waiters if waiter.term is not None]
         assert not granted, f"granted {granted} while the old term #{old.token} could not be freed"
-        releases.failing = False
+        outage.over = True
         terms = [waiter.result(self.patience() * 2) for waiter in waiters]
         tokens = [old.token, *(term.token for term in terms)]
         assert len(set(tokens)) == len(tokens), f"two local terms shared a token: {tokens}"
@@ -295,20 +299,29 @@ class _Waiter:
         return self._error
 
 
-class _UnappliedReleases:
-    """Stands for ``backend.release``: every release of ``name`` fails unapplied while ``failing``."""
+class _Outage:
+    """Stands for ``backend.release`` and ``backend.acquire``: calls for ``name`` fail unapplied
+    until the outage is ``over``."""
 
-    def __init__(self, release: Callable[..., Released], name: str) -> None:
-        self._release = release
+    def __init__(self, backend: LeaseBackend, name: str) -> None:
+        self._release = backend.release
+        self._acquire = backend.acquire
         self._name = name
-        self.failing = True
-        self.failed = 0
+        self.over = False
+        self.failed_releases = 0
+        self.failed_acquires = 0
 
-    def __call__(self, session_id: str, name: str, token: int | None = None) -> Released:
-        if self.failing and name == self._name:
-            self.failed += 1
+    def release(self, session_id: str, name: str, token: int | None = None) -> Released:
+        if not self.over and name == self._name:
+            self.failed_releases += 1
             raise BackendTimeout(f"the release of {name!r} was lost on its way (engine TCK)")
         return self._release(session_id, name, token)
+
+    def acquire(self, session_id: str, name: str, *, wait: bool = False) -> Grant | None:
+        if not self.over and name == self._name:
+            self.failed_acquires += 1
+            raise BackendTimeout(f"the acquire of {name!r} was lost on its way (engine TCK)")
+        return self._acquire(session_id, name, wait=wait)
 
 
 class _Renewals:
@@ -330,11 +343,20 @@ class _Renewals:
         with self._changed:
             return len(self._answered)
 
-    def wait_for(self, matches: Callable[[Renewal], bool], after: int, timeout: float) -> None:
-        """Wait for a renewal, among those answered after the first ``after``, that ``matches``."""
+    def wait_for(self, matches: Callable[[Renewal], bool], after: int, timeout: float) -> int:
+        """Wait for a renewal, among those answered after the first ``after``, that ``matches``.
+
+        Returns how many renewals were answered up to the first that matched.
+        """
+
+        def found() -> int:
+            answered = self._answered
+            return next((at + 1 for at in range(after, len(answered)) if matches(answered[at])), 0)
+
         with self._changed:
-            found = self._changed.wait_for(lambda: any(map(matches, self._answered[after:])), timeout)
-        assert found, f"no keep-alive answered as expected within {timeout:g} s"
+            count = self._changed.wait_for(found, timeout)
+        assert count, f"no keep-alive answered as expected within {timeout:g} s"
+        return count
 
 
 class _Refusals:
