@@ -40,6 +40,7 @@ from ...spi import (
     NotificationKind,
     NotificationListener,
     OpenedSession,
+    Released,
     Renewal,
     SessionExpired,
     SessionInfo,
@@ -53,6 +54,10 @@ from .pool import Link, LinkPool, PoolExhausted
 from .watchdog import Alarm, Watchdog
 
 logger = logging.getLogger(__name__)
+
+#: A call whose transaction a deadlock rolled back is sent again this many times (nothing of it
+#: was applied, so a retry is safe; InnoDB picks victims among our own keep-alives and take-overs).
+DEADLOCK_RETRIES = 2
 
 T = TypeVar("T")
 
@@ -171,6 +176,15 @@ class DatabaseBackend(LeaseBackend):
         ones (they likely died the same way); a connection that failed in any way is
         closed, never reused.
         """
+        for attempt in range(DEADLOCK_RETRIES + 1):
+            try:
+                return self._run_once(operation)
+            except _Deadlock as deadlock:
+                if attempt == DEADLOCK_RETRIES:
+                    raise self._translate(deadlock.error) from deadlock.error
+        raise AssertionError("unreachable")
+
+    def _run_once(self, operation: Callable[[Executor], T]) -> T:
         link = self._take()
         try:
             return self._call(link, operation)
@@ -229,6 +243,8 @@ class DatabaseBackend(LeaseBackend):
                 ) from error
             if self.dialect.is_disconnect(_cause(error)):
                 raise _DeadConnection(error) from error
+            if self.dialect.is_deadlock(_cause(error)):
+                raise _Deadlock(error) from error
             raise self._translate(error) from error
         except BaseException:
             self._pool.discard(link)
@@ -298,10 +314,21 @@ class DatabaseBackend(LeaseBackend):
             return None
         return Grant(name, acquired.token, acquired.remaining_ms / 1000)
 
-    def _release(self, session_id: str, name: str, token: int | None) -> bool | None:
+    def _release(self, session_id: str, name: str, token: int | None) -> Released:
         if not _SESSION_ID.match(session_id):
-            return None
-        return self._run(lambda ex: self.dialect.release(ex, session_id, name, token or 0))
+            return Released(held=False)  # no session of ours ever had that id
+        attempts = 0
+
+        def release(ex: Executor) -> tuple[bool, bool | None]:
+            nonlocal attempts
+            attempts += 1
+            return self.dialect.release(ex, session_id, name, token or 0)
+
+        freed, contended = self._run(release)
+        # Nothing freed on a retry (the connection died under the first try) may be the first
+        # try's work: the term was ours then, so its end cannot be called a loss.
+        held = True if freed else (False if attempts == 1 else None)
+        return Released(held=held, contended=contended)
 
     def _force_release(self, name: str) -> bool:
         return self._run(lambda ex: self.dialect.force_release(ex, name))
@@ -644,7 +671,15 @@ class _DeadConnection(Exception):
     """The connection was lost; the call may be retried once on a new one."""
 
     def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
+        super().__init__(error)
+        self.error = error
+
+
+class _Deadlock(Exception):
+    """The server rolled the call's transaction back to break a deadlock: nothing of it was applied."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
         self.error = error
 
 

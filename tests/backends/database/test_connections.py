@@ -213,3 +213,36 @@ def test_a_connection_that_lost_its_prepared_statements_is_replaced(backend: Dat
     assert server_pid(backend) != old
     assert backend.owner("unprepared.name") is not None
     backend.close_session(sid)
+
+
+@pytest.mark.parametrize(
+    "alias", [pytest.param(name, marks=on(name), id=name) for name in ("postgresql", "mysql")], indirect=True
+)
+def test_a_call_a_deadlock_rolled_back_is_sent_again(backend: DatabaseBackend, alias: str) -> None:
+    """The server picked the call's transaction as a deadlock's victim: nothing of it was applied."""
+    if alias == "mysql":
+        import MySQLdb
+
+        victim: BaseException = MySQLdb.OperationalError(1213, "Deadlock found when trying to get lock")
+    else:
+        import psycopg
+
+        victim = psycopg.errors.DeadlockDetected("deadlock detected")
+    tries: list[int] = []
+
+    def operation(executor: Any) -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise victim
+        return "done"
+
+    assert backend._run(operation) == "done" and len(tries) == 3
+    tries.clear()
+
+    def always(executor: Any) -> str:
+        tries.append(1)
+        raise victim
+
+    with pytest.raises(BackendUnavailable, match=r"[Dd]eadlock"):
+        backend._run(always)
+    assert len(tries) == 3  # the first try and two more

@@ -168,14 +168,14 @@ class Dialect(ABC):
     def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired: ...
 
     @abstractmethod
-    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> tuple[bool, bool | None]:
         """Free ``name`` if ``session_id`` holds it (only term ``token`` unless it is 0).
 
-        Returns whether another session was refused the name during the term, when the
-        dialect tracks it (``None`` otherwise, and when nothing was freed). The polled
-        dialects track it: their waiters cannot be told of a release, and the flag their
-        refusals left lets the releaser step aside (the engine's courtesy), or one process
-        could keep the name.
+        Returns whether a row of the session's was freed, and whether another session was
+        refused the name during the term, when the dialect tracks it (``None`` otherwise,
+        and when nothing was freed). The polled dialects track it: their waiters cannot be
+        told of a release, and the flag their refusals left lets the releaser step aside
+        (the engine's courtesy), or one process could keep the name.
         """
         ...
 
@@ -228,6 +228,10 @@ class Dialect(ABC):
     @abstractmethod
     def is_disconnect(self, error: BaseException) -> bool:
         """The connection is gone (the statement was not run, or its fate is unknown)."""
+
+    def is_deadlock(self, error: BaseException) -> bool:
+        """The server chose this transaction as a deadlock's victim and rolled all of it back."""
+        return False
 
 
 @dataclass(frozen=True, slots=True)

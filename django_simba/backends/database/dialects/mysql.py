@@ -132,10 +132,12 @@ MARK_WANTED = (
     "UPDATE simba_lease SET wanted = (session_id <> %(sid)s) WHERE name = %(name)s AND session_id <> ''"
 )
 
-# Frees the term and reports the wanted flag: LAST_INSERT_ID(expr) hands the client
-# ``wanted + 1`` (0 when no row matched) and leaves the column as it was.
+# Frees the term and reports, in one reply, the wanted flag and whether the session was still
+# live: LAST_INSERT_ID(expr) hands the client ``1 + wanted + 2 * live`` (0 when no row matched)
+# and leaves the column as it was.
 RELEASE = (
-    "UPDATE simba_lease SET session_id = '', wanted = LAST_INSERT_ID(wanted + 1) - 1"
+    "UPDATE simba_lease SET session_id = '', wanted = wanted + 0 * LAST_INSERT_ID(wanted + 1 + 2 * EXISTS("
+    f"SELECT 1 FROM simba_session WHERE session_id = %(sid)s AND expires_at > {NOW}))"
     " WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)"
 )
 
@@ -227,6 +229,7 @@ WHERE m.group_name >= %(low)s AND m.group_name < %(high)s AND s.expires_at > {NO
 
 # Lock wait timeout, MariaDB max_statement_time, MySQL max_execution_time, KILL QUERY.
 TIMEOUT_CODES = frozenset({1205, 1969, 3024, 1317})
+DEADLOCK = 1213  # ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back
 MISSING_TABLE = 1146
 # Server gone away, lost connection, server shutdown, disconnected for inactivity; and an
 # unknown prepared statement (a connection that lost its own is replaced like a dead one).
@@ -364,12 +367,13 @@ class MysqlDialect(StatementDialect):
             return Acquired(int(remaining), None)
         return super().acquire(ex, session_id, name)
 
-    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> tuple[bool, bool | None]:
         statement = RELEASE_EXECUTE if self.prepared else RELEASE
         freed = ex.run(statement, {"sid": session_id, "name": name, "token": token})
         if freed.rowcount <= 0 or not freed.last_id:
-            return None
-        return freed.last_id > 1
+            return False, None
+        live, wanted = divmod(freed.last_id - 1, 2)
+        return bool(live), bool(wanted)
 
     # -- groups -----------------------------------------------------------------------
 
@@ -387,3 +391,6 @@ class MysqlDialect(StatementDialect):
 
     def is_disconnect(self, error: BaseException) -> bool:
         return error_code(error) in DISCONNECT_CODES
+
+    def is_deadlock(self, error: BaseException) -> bool:
+        return error_code(error) == DEADLOCK

@@ -185,13 +185,17 @@ SELECT (SELECT remaining FROM live),
        COALESCE((SELECT token FROM taken), (SELECT token FROM current WHERE holder = %(sid)s))
 """
 
+# The last column: whether the freed term's session was still live, so its holder had it to the end.
 RELEASE = f"""
-WITH freed AS (
+WITH {CLOCK},
+freed AS (
     UPDATE simba_lease SET session_id = ''
     WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)
     RETURNING name
 )
-SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, "name")} FROM freed
+SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, "name")},
+       EXISTS (SELECT 1 FROM simba_session s, clock WHERE s.session_id = %(sid)s AND s.expires_at > clock.now)
+FROM freed
 """
 
 FORCE_RELEASE = f"""
@@ -309,6 +313,7 @@ WHERE m.group_name >= %(low)s AND m.group_name < %(high)s AND s.expires_at > clo
 
 # SQLSTATEs: query_canceled (statement_timeout), lock_not_available (lock_timeout).
 TIMEOUT_STATES = frozenset({"57014", "55P03"})
+DEADLOCK_DETECTED = "40P01"  # the transaction was rolled back
 UNDEFINED_TABLE = "42P01"
 
 PARAMETER_TYPES = {
@@ -553,9 +558,10 @@ class PostgresqlDialect(Dialect):
             return Acquired(None, None)
         return Acquired(int(remaining), None if token is None else int(token))
 
-    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
-        ex.run(self._statement(RELEASE), {"sid": session_id, "name": name, "token": token})
-        return None  # waiters are woken by NOTIFY: the engine learns of them when they refuse it
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> tuple[bool, bool | None]:
+        freed = ex.run(self._statement(RELEASE), {"sid": session_id, "name": name, "token": token}).rows
+        # waiters are woken by NOTIFY: the engine learns of them as they refuse
+        return bool(freed and freed[0][-1]), None
 
     def force_release(self, ex: Executor, name: str) -> bool:
         was_live, _ = ex.run(self._statement(FORCE_RELEASE), {"name": name}).rows[0]
@@ -592,6 +598,9 @@ class PostgresqlDialect(Dialect):
 
     def is_timeout(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) in TIMEOUT_STATES
+
+    def is_deadlock(self, error: BaseException) -> bool:
+        return getattr(error, "sqlstate", None) == DEADLOCK_DETECTED
 
     def is_missing_table(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) == UNDEFINED_TABLE
