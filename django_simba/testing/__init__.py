@@ -1,4 +1,5 @@
-"""The test kit: the TCK for backends, the pytest plugin and its fixtures, helpers, the simulation.
+"""The test kit: the TCKs for backends and for the engine over them, the pytest plugin and its
+fixtures, helpers, the simulation.
 
 The TCK needs pytest and hypothesis (the ``test`` extra); it is imported on first use, so the
 pytest plugin (``django_simba.testing.plugin``) loads without hypothesis.
@@ -11,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 from .waiting import wait_until
 
 if TYPE_CHECKING:
+    from .engine_tck import EngineTCK
     from .tck import BackendTCK
 
-__all__ = ["BackendTCK", "wait_until"]
+__all__ = ["BackendTCK", "EngineTCK", "wait_until"]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,4 +23,8 @@ def __getattr__(name: str) -> Any:
         from .tck import BackendTCK
 
         return BackendTCK
+    if name == "EngineTCK":
+        from .engine_tck import EngineTCK
+
+        return EngineTCK
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -146,6 +146,33 @@ def databases(
         yield get
 
 
+@pytest.fixture(scope="session")
+def through_pgbouncer(
+    databases: Callable[[str], dict[str, Any]], register_db: RegisterDB
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """``(options, databases)`` of workers on PostgreSQL through a PgBouncer of this run.
+
+    Transaction pooling: the run's schema is set on each server connection PgBouncer opens
+    (its ``connect_query``), and LISTEN goes over a direct connection.
+    """
+    from tests.servers.pgbouncer import ensure_installed, pgbouncer
+
+    reason = ensure_installed()
+    if reason:
+        server_missing(reason)
+    direct = databases("postgresql")["default"]  # migrated in the run's schema
+    search_path = f"SET search_path TO {register_db.schema}"
+    entry = (
+        f"host={direct['HOST']} port={direct['PORT']} dbname={direct['NAME']} connect_query='{search_path}'"
+    )
+    with pgbouncer(
+        direct["HOST"], int(direct["PORT"]), [direct["USER"]], databases={RUN_NAME: entry}
+    ) as bouncer:
+        bounced = {**direct, "HOST": bouncer.host, "PORT": str(bouncer.port), "NAME": RUN_NAME, "OPTIONS": {}}
+        listen = {key: direct[key] for key in ("HOST", "PORT", "NAME", "OPTIONS")}
+        yield {"transaction_pooling": True, "listen": listen}, {"default": bounced}
+
+
 @pytest.fixture(scope="module")
 def own_redis() -> Iterator[Any]:
     """A redis-server of this run with AOF fsynced at every write, so a restart keeps every token."""

@@ -1,7 +1,8 @@
-"""Real faults on the database backend: PostgreSQL, MariaDB and SQLite (a file shared by processes).
+"""Real faults on the database backend: PostgreSQL (directly and through PgBouncer), MariaDB, SQLite.
 
 Three workers contend for one lock and write a fenced register; the holder is
-killed, paused past its lease, or cut off from the database. SQLite has no
+killed, paused past its lease, or cut off from the database. Through PgBouncer
+(transaction pooling) the workers listen over a direct connection. SQLite has no
 server to cut connections on: its counterpart is another process holding the
 database's exclusive lock for longer than a lease, so no call gets through.
 """
@@ -34,6 +35,14 @@ def start(run: FaultRun, databases: Callable[[str], dict[str, Any]], alias: str)
     run.start(LABELS[alias], "database", {}, databases(alias))
 
 
+PGBOUNCER_LABEL = "database/pgbouncer"  # PostgreSQL through it
+
+
+def start_through_pgbouncer(run: FaultRun, bounced: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    options, databases = bounced
+    run.start(PGBOUNCER_LABEL, "database", options, databases)
+
+
 @pytest.mark.parametrize("alias", DATABASES)
 def test_holder_killed(fault_run: FaultRun, databases: Callable[[str], dict[str, Any]], alias: str) -> None:
     start(fault_run, databases, alias)
@@ -56,6 +65,35 @@ def test_holder_connections_terminated_on_postgresql(
 
     def terminate(victim: WorkerProcess) -> int:
         # the worker names its backend's connections after its pid; the register's are named apart
+        return injectors.terminate_postgres_backends(register_db.admin, f"simba-fault-{victim.pid}")
+
+    scenario.connections_killed(fault_run, terminate, "pg_terminate_backend")
+
+
+@pytest.mark.postgresql
+def test_holder_killed_through_pgbouncer(
+    fault_run: FaultRun, through_pgbouncer: tuple[dict[str, Any], dict[str, Any]]
+) -> None:
+    start_through_pgbouncer(fault_run, through_pgbouncer)
+    scenario.sigkill_holder(fault_run)
+
+
+@pytest.mark.postgresql
+def test_holder_paused_past_its_lease_through_pgbouncer(
+    fault_run: FaultRun, through_pgbouncer: tuple[dict[str, Any], dict[str, Any]]
+) -> None:
+    start_through_pgbouncer(fault_run, through_pgbouncer)
+    scenario.sigstop_holder(fault_run)
+
+
+@pytest.mark.postgresql
+def test_server_connections_terminated_through_pgbouncer(
+    fault_run: FaultRun, through_pgbouncer: tuple[dict[str, Any], dict[str, Any]], register_db: RegisterDB
+) -> None:
+    """PgBouncer's server connections last used by the holder (and its direct listener) are killed."""
+    start_through_pgbouncer(fault_run, through_pgbouncer)
+
+    def terminate(victim: WorkerProcess) -> int:
         return injectors.terminate_postgres_backends(register_db.admin, f"simba-fault-{victim.pid}")
 
     scenario.connections_killed(fault_run, terminate, "pg_terminate_backend")

@@ -125,7 +125,7 @@ class Worker:
 
     def run(self) -> None:
         import django_simba
-        from django_simba import LockTimeout, SimbaError, get_engine
+        from django_simba import LeaseLost, LockTimeout, SimbaError, get_engine
 
         engine = get_engine()
         session = engine.wait_for_session(30)
@@ -168,6 +168,8 @@ class Worker:
             try:
                 lock.release()
                 self.log("released", token=term.token)
+            except LeaseLost as lost:  # the release ended nothing: the term had ended on its own
+                self.log("released", token=term.token, lost=lost.reason.value)
             except SimbaError as error:
                 self.log("error", step="release", kind=type(error).__name__, message=str(error))
             self.stop.wait(self.random.uniform(*self.config["gap"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -25,7 +26,7 @@ class Clock:
 def term(name: str, token: int, clock: Clock | None = None, lasts: float = 10.0) -> Term:
     """A term of ``name`` valid until ``lasts`` seconds on ``clock`` (a clock of its own by default)."""
     clock = clock or Clock()
-    return Term(name, token, "test-session", clock.now + lasts, clock)
+    return Term(name, token, "test-session", clock.now + lasts, clock, os.getpid)
 
 
 def end(held: Term) -> None:

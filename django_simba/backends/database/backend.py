@@ -40,6 +40,7 @@ from ...spi import (
     NotificationKind,
     NotificationListener,
     OpenedSession,
+    Released,
     Renewal,
     SessionExpired,
     SessionInfo,
@@ -48,15 +49,17 @@ from ...spi import (
 from .dialects import Dialect, dialect_for
 from .dialects.base import Executor, Traffic
 from .dialects.postgresql import GROUP_PREFIX, RELEASED_PREFIX, group_channel, lease_channel
-from .pool import Link, LinkPool
+from .options import parse_options
+from .pool import Link, LinkPool, PoolExhausted
 from .watchdog import Alarm, Watchdog
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
+#: A call whose transaction a deadlock rolled back is sent again this many times (nothing of it
+#: was applied, so a retry is safe; InnoDB picks victims among our own keep-alives and take-overs).
+DEADLOCK_RETRIES = 2
 
-OPTIONS = frozenset({"alias", "max_idle_connections"})
-DEFAULT_MAX_IDLE = 4
+T = TypeVar("T")
 
 # Ids this backend hands out are 32 hex digits; anything else cannot name one of its sessions.
 _SESSION_ID = re.compile(r"[0-9A-Za-z]{1,32}\Z")
@@ -78,7 +81,7 @@ def _vendor(alias: str) -> str:
 class DatabaseBackend(LeaseBackend):
     """Leases over a Django database alias; instances are of the alias's vendor subclass.
 
-    Options: ``alias`` (default ``"default"``), ``max_idle_connections`` (default 4).
+    Options: see :mod:`.options` (the alias, the pool's bounds, PgBouncer's transaction pooling).
     """
 
     needs_purge = True
@@ -86,31 +89,33 @@ class DatabaseBackend(LeaseBackend):
 
     def __new__(cls, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> Any:
         if cls is DatabaseBackend:
-            alias = _alias(options)
-            vendor = _vendor(alias)
-            for subclass in (PostgresqlBackend, MysqlBackend, SqliteBackend):
-                if subclass.vendor == vendor:
-                    cls = subclass
-                    break
+            parsed = parse_options(options)
+            vendor = _vendor(parsed.alias)
+            if vendor == "postgresql" and parsed.transaction_pooling and parsed.listen is None:
+                cls = PolledPostgresqlBackend  # LISTEN cannot work through the pooler
             else:
-                dialect_for(vendor)  # raises ConfigurationError naming the vendor
+                for subclass in (PostgresqlBackend, MysqlBackend, SqliteBackend):
+                    if subclass.vendor == vendor:
+                        cls = subclass
+                        break
+                else:
+                    dialect_for(vendor)  # raises ConfigurationError naming the vendor
         return super().__new__(cls)
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
         super().__init__(options, timeout=timeout)
-        unknown = set(self.options) - OPTIONS
-        if unknown:
-            raise ConfigurationError(
-                f"unknown database backend options {sorted(unknown)}; use {sorted(OPTIONS)}"
-            )
-        self.alias = _alias(self.options)
-        max_idle = self.options.get("max_idle_connections", DEFAULT_MAX_IDLE)
-        if isinstance(max_idle, bool) or not isinstance(max_idle, int) or max_idle < 0:
-            raise ConfigurationError(f"max_idle_connections must be an int >= 0, not {max_idle!r}")
+        self.alias = parse_options(self.options).alias
         vendor = _vendor(self.alias)
+        parsed = parse_options(self.options, vendor=vendor)
         if type(self).vendor not in ("database", vendor):
             raise ConfigurationError(f"{type(self).__name__} cannot serve alias {self.alias!r} ({vendor})")
-        self.dialect: Dialect = dialect_for(vendor)
+        self.dialect: Dialect = dialect_for(
+            vendor,
+            transaction_pooling=parsed.transaction_pooling,
+            timeout=self.timeout,
+            # The polled PostgreSQL backend listens nowhere, and neither do its peers.
+            notify=type(self) is not PolledPostgresqlBackend,
+        )
         #: Round trips and statements sent, for tests and benchmarks.
         self.traffic = Traffic()
         self._settings_lock = threading.Lock()
@@ -124,7 +129,7 @@ class DatabaseBackend(LeaseBackend):
             DjangoDatabaseError,
             OSError,
         )
-        self._pool = LinkPool(self._connect, max_idle)
+        self._pool = LinkPool(self._connect, parsed.max_idle_connections, parsed.max_connections)
         self._watchdog = Watchdog()
         # Server-side timeouts end a call at ``timeout``; the watchdog only catches the rest.
         self._call_limit = self.timeout + max(0.25, self.timeout / 4)
@@ -147,14 +152,17 @@ class DatabaseBackend(LeaseBackend):
         return settings
 
     def _connect(self) -> Link:
-        wrapper = self._engine.DatabaseWrapper(dict(self._settings), self.alias)
+        return self._open_link(self._settings, lambda wrapper: self.dialect.configure(wrapper, self.timeout))
+
+    def _open_link(self, settings: dict[str, Any], configure: Callable[[Any], None]) -> Link:
+        wrapper = self._engine.DatabaseWrapper(dict(settings), self.alias)
         link = Link(wrapper, self.dialect.executor(None, self.traffic))
         try:
             wrapper.ensure_connection()  # bounded by the driver's connect timeout
             link.executor.raw = wrapper.connection
             link.interrupt = self.dialect.interrupter(wrapper.connection)
             with self._watchdog.guard(self._call_limit, link.interrupt):
-                self.dialect.configure(wrapper, self.timeout)
+                configure(wrapper)
         except BaseException:
             link.close()
             raise
@@ -168,6 +176,15 @@ class DatabaseBackend(LeaseBackend):
         ones (they likely died the same way); a connection that failed in any way is
         closed, never reused.
         """
+        for attempt in range(DEADLOCK_RETRIES + 1):
+            try:
+                return self._run_once(operation)
+            except _Deadlock as deadlock:
+                if attempt == DEADLOCK_RETRIES:
+                    raise self._translate(deadlock.error) from deadlock.error
+        raise AssertionError("unreachable")
+
+    def _run_once(self, operation: Callable[[Executor], T]) -> T:
         link = self._take()
         try:
             return self._call(link, operation)
@@ -205,7 +222,9 @@ class DatabaseBackend(LeaseBackend):
     def _take(self) -> Link:
         self._follow_settings()
         try:
-            return self._pool.take()
+            return self._pool.take(self.timeout)
+        except PoolExhausted as error:
+            raise BackendTimeout(f"database {self.alias!r}: {error} (max_connections)") from error
         except self._driver_errors as error:
             raise self._translate(error) from error
         except ImproperlyConfigured as error:
@@ -224,6 +243,8 @@ class DatabaseBackend(LeaseBackend):
                 ) from error
             if self.dialect.is_disconnect(_cause(error)):
                 raise _DeadConnection(error) from error
+            if self.dialect.is_deadlock(_cause(error)):
+                raise _Deadlock(error) from error
             raise self._translate(error) from error
         except BaseException:
             self._pool.discard(link)
@@ -277,7 +298,9 @@ class DatabaseBackend(LeaseBackend):
 
     def _purge_expired(self, limit: int) -> int:
         expired = self._run(lambda ex: self.dialect.expired_sessions(ex, limit))
-        return self._remove(expired) if expired else 0
+        if not expired:
+            return 0
+        return self._run(lambda ex: self.dialect.purge_sessions(ex, expired)).sessions
 
     # -- leases -------------------------------------------------------------------------
 
@@ -291,10 +314,21 @@ class DatabaseBackend(LeaseBackend):
             return None
         return Grant(name, acquired.token, acquired.remaining_ms / 1000)
 
-    def _release(self, session_id: str, name: str, token: int | None) -> bool | None:
+    def _release(self, session_id: str, name: str, token: int | None) -> Released:
         if not _SESSION_ID.match(session_id):
-            return None
-        return self._run(lambda ex: self.dialect.release(ex, session_id, name, token or 0))
+            return Released(held=False)  # no session of ours ever had that id
+        attempts = 0
+
+        def release(ex: Executor) -> tuple[bool, bool | None]:
+            nonlocal attempts
+            attempts += 1
+            return self.dialect.release(ex, session_id, name, token or 0)
+
+        freed, contended = self._run(release)
+        # Nothing freed on a retry (the connection died under the first try) may be the first
+        # try's work: the term was ours then, so its end cannot be called a loss.
+        held = True if freed else (False if attempts == 1 else None)
+        return Released(held=held, contended=contended)
 
     def _force_release(self, name: str) -> bool:
         return self._run(lambda ex: self.dialect.force_release(ex, name))
@@ -490,8 +524,24 @@ def _in_transaction(connection: Any) -> bool:
     return bool(connection.in_atomic_block or (raw is not None and raw.in_transaction))
 
 
+class PolledPostgresqlBackend(DatabaseBackend):
+    """PostgreSQL through a pooler in transaction mode, with no direct connection to LISTEN on
+    (``listen``): LISTEN cannot work through the pooler, so the engine polls, as on MySQL.
+
+    Its releases send no NOTIFY either: PostgreSQL commits notifying transactions one at a
+    time, which would cap a fleet's releases at one per commit flush. A process of the same
+    fleet that does listen learns of them at its next retry instead.
+    """
+
+    vendor = "postgresql"
+
+
 class PostgresqlBackend(DatabaseBackend):
-    """PostgreSQL 14+: releases and group changes arrive through LISTEN/NOTIFY."""
+    """PostgreSQL 14+: releases and group changes arrive through LISTEN/NOTIFY.
+
+    The listening connection goes to the alias, or to ``listen``'s settings merged over the
+    alias's (a direct connection, when the alias goes through PgBouncer).
+    """
 
     vendor = "postgresql"
     notifies = True
@@ -500,12 +550,27 @@ class PostgresqlBackend(DatabaseBackend):
         super().__init__(options, timeout=timeout)
         from .listener import PostgresListener
 
+        parsed = parse_options(self.options)
+        if parsed.transaction_pooling and parsed.listen is None:
+            raise ConfigurationError(
+                "LISTEN cannot work through a pooler in transaction mode: give the option 'listen' (a"
+                " direct connection), or build DatabaseBackend, which then polls"
+            )
+        listen = parsed.listen or {}
+
+        def listen_settings() -> dict[str, Any]:
+            # Read at every connect: the alias may point elsewhere now (a test database).
+            merged = {**self._settings, **listen}
+            merged["OPTIONS"] = {**self._settings["OPTIONS"], **listen.get("OPTIONS", {})}
+            return merged
+
         self._subscribers: list[NotificationListener] = []
         self._watched_leases: set[str] = set()
         self._watched_groups: set[str] = set()
         self._watch_lock = threading.Lock()
         self._listener = PostgresListener(
-            self._connect,
+            # LISTEN and a ping are all it sends: nothing to prepare or set.
+            lambda: self._open_link(listen_settings(), _autocommit),
             self._on_payload,
             lambda: self._publish(Notification(NotificationKind.RESYNC)),
             timeout=self.timeout,
@@ -606,15 +671,20 @@ class _DeadConnection(Exception):
     """The connection was lost; the call may be retried once on a new one."""
 
     def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
+        super().__init__(error)
         self.error = error
 
 
-def _alias(options: Mapping[str, Any] | None) -> str:
-    alias = (options or {}).get("alias", DEFAULT_DB_ALIAS)
-    if not isinstance(alias, str) or not alias:
-        raise ConfigurationError(f"the database backend's alias must be a non-empty str, not {alias!r}")
-    return alias
+class _Deadlock(Exception):
+    """The server rolled the call's transaction back to break a deadlock: nothing of it was applied."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _autocommit(wrapper: Any) -> None:
+    wrapper.connection.autocommit = True
 
 
 def _snapshot(settings: Mapping[str, Any]) -> dict[str, Any]:

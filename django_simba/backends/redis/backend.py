@@ -88,6 +88,7 @@ from ...spi import (
     NotificationKind,
     NotificationListener,
     OpenedSession,
+    Released,
     Renewal,
     SessionExpired,
     SessionInfo,
@@ -227,10 +228,11 @@ class RedisBackend(LeaseBackend):
             with translated("stop_waiting", self.timeout):
                 store.stop_waiting(session_id, name)
 
-    def _release(self, session_id: str, name: str, token: int | None) -> None:
-        if _SESSION_ID.match(session_id):
-            with translated("release", self.timeout):
-                self.store.release(session_id, name, token or 0)
+    def _release(self, session_id: str, name: str, token: int | None) -> Released:
+        if not _SESSION_ID.match(session_id):
+            return Released(held=False)  # not an id this backend makes: it holds nothing
+        with translated("release", self.timeout):
+            return self.store.release(session_id, name, token or 0)
 
     def _owner(self, name: str) -> LeaseInfo | None:
         with translated("owner", self.timeout):

@@ -4,7 +4,8 @@ Every script touches the keys of one hash slot. A call runs the script of the
 session's slot first, then one script per slot of the remaining keys. Those later
 scripts may run long after the first (a starved thread, a driver holding commands
 while it reconnects) on nodes whose clocks differ from the session node's, so only
-durations cross nodes, measured on this process's monotonic clock:
+durations cross nodes, measured on this process's local clock (``spi.clock``, which counts a
+suspend of the host as the nodes' clocks do):
 
 * acquire / join grant one full session lease on the lease (group) node's own clock.
   A keep-alive running between the session call and the grant extends the session
@@ -25,12 +26,12 @@ durations cross nodes, measured on this process's monotonic clock:
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...spi import BackendTimeout, Grant, LeaseInfo, Member, Renewal, SessionExpired
+from ...spi import BackendTimeout, Grant, LeaseInfo, Member, Released, Renewal, SessionExpired
+from ...spi.clock import local_clock
 from .keys import (
     group_key,
     lease_key,
@@ -56,7 +57,7 @@ from .scripts import (
     SLOT_RENEW,
     Script,
 )
-from .store import BaseStore, seconds
+from .store import BaseStore, released, seconds
 
 EXPIRED, REFUSED, HELD, NEW_TERM = -1, 0, 1, 2
 
@@ -71,7 +72,7 @@ class ClusterStore(BaseStore):
         scripting: ClusterScripting,
         *,
         timeout: float,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = local_clock,
     ) -> None:
         super().__init__(scripting, timeout=timeout)
         self.clock = clock
@@ -162,17 +163,18 @@ class ClusterStore(BaseStore):
             raise BackendTimeout(f"acquire of {name!r} answered after its session's remaining time")
         return Grant(name, token, seconds(min(session_ms, lease_remaining_ms)))
 
-    def release(self, session_id: str, name: str, token: int = 0) -> None:
+    def release(self, session_id: str, name: str, token: int = 0) -> Released:
         sent = self.clock()
         if token:
             # Only that term: a newer term of the session keeps its index entry (and its renewals).
-            if int(self.scripting.run(SLOT_RELEASE, [lease_key(name)], [session_id, token])):
+            reply = self.scripting.run(SLOT_RELEASE, [lease_key(name)], [session_id, token])
+            if int(reply):
                 self._check_budget(sent, "release")
                 self.scripting.command("ZREM", session_leases_key(session_id), name)
-            return
+            return released(reply)
         self.scripting.command("ZREM", session_leases_key(session_id), name)
         self._check_budget(sent, "release")
-        self.scripting.run(SLOT_RELEASE, [lease_key(name)], [session_id, 0])
+        return released(self.scripting.run(SLOT_RELEASE, [lease_key(name)], [session_id, 0]))
 
     def owner(self, name: str) -> LeaseInfo | None:
         rows = self.scripting.run(LEASES_READ, [lease_key(name)])

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ...spi import Grant, LeaseInfo, Member, Renewal, SessionExpired
+from ...spi import Grant, LeaseInfo, Member, Released, Renewal, SessionExpired
 from .guards import require_replicas
 from .keys import (
     group_key,
@@ -34,7 +34,7 @@ from .scripts import (
     STANDALONE_RELEASE,
     Script,
 )
-from .store import BaseStore, seconds
+from .store import BaseStore, released, seconds
 
 EXPIRED, REFUSED, HELD, NEW_TERM = -1, 0, 1, 2
 
@@ -110,12 +110,12 @@ class StandaloneStore(BaseStore):
         wait_ms = max(1, int(self.timeout * 500))
         return self.scripting.run_then_wait(script, keys, args, self.wait_replicas, wait_ms)
 
-    def release(self, session_id: str, name: str, token: int = 0) -> None:
-        self._release(session_id, name, token)
+    def release(self, session_id: str, name: str, token: int = 0) -> Released:
+        return released(self._release(session_id, name, token))
 
-    def _release(self, session_id: str, name: str, token: int) -> None:
+    def _release(self, session_id: str, name: str, token: int) -> Any:
         keys = [lease_key(name), session_leases_key(session_id), line_key(name)]
-        self.scripting.run(STANDALONE_RELEASE, keys, [session_id, name, token, int(self.hand_over)])
+        return self.scripting.run(STANDALONE_RELEASE, keys, [session_id, name, token, int(self.hand_over)])
 
     def stop_waiting(self, session_id: str, name: str) -> None:
         self.scripting.command("ZREM", line_key(name), session_id)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, TypeVar
 
-from ...spi import LeaseInfo, Member, OpenedSession, SessionInfo
+from ...spi import LeaseInfo, Member, OpenedSession, Released, SessionInfo
 from .keys import (
     GROUP_PREFIX,
     LEASE_PREFIX,
@@ -32,9 +32,18 @@ from .scripts import FORCE_RELEASE, GROUP_PURGE, LEASES_READ, OPEN_SESSION, SESS
 BATCH = 500
 T = TypeVar("T")
 
+#: What the release scripts answer: the name was not the session's term (force-released, taken
+#: over, freed before), it freed a term of the session whose expiry had passed, it freed a live term.
+NOT_HELD, FREED_EXPIRED, FREED_LIVE = 0, 1, 2
+
 
 def seconds(ms: float) -> float:
     return float(ms) / 1000.0
+
+
+def released(reply: Any) -> Released:
+    """A release script's answer as the SPI's reply."""
+    return Released(held=int(reply) == FREED_LIVE)
 
 
 def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:

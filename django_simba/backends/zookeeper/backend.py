@@ -17,6 +17,7 @@ from ...spi import (
     Member,
     NotificationListener,
     OpenedSession,
+    Released,
     Renewal,
     SessionExpired,
     SessionInfo,
@@ -131,11 +132,12 @@ class ZookeeperBackend(LeaseBackend):
         if session is not None:
             session.leases.stop_waiting(name, self._deadline())
 
-    def _release(self, session_id: str, name: str, token: int | None) -> None:
+    def _release(self, session_id: str, name: str, token: int | None) -> Released:
         with self._mutex:
             session = self._by_id.get(session_id)
-        if session is not None:
-            session.leases.release(name, self._deadline(), token)
+        if session is None:
+            return Released(held=False)  # never opened here, or ended: it holds nothing
+        return session.leases.release(name, self._deadline(), token)
 
     def _owner(self, name: str) -> LeaseInfo | None:
         return self._observer.owner(name, self._deadline())

@@ -11,7 +11,9 @@ its nodes stands is kept in ``places.py``.
 * ``release`` deletes the term's own node, a path no other term ever has: one request, and no
   way to delete a newer holder's node, whoever else deleted or created what meanwhile. A delete
   that failed is sent again ahead of the next keep-alive's requests, ahead of the next acquire
-  of that name, or by a release of that term asked again, until one succeeds.
+  of that name, or by a release of that term asked again, until one succeeds. The reply says
+  whether the term was still the session's: the delete removed the node, or found none (an
+  operator force-released it); after a failed delete, ``answers.py`` tells which.
 * The nodes a keep-alive found that nobody here knew of (creates whose reply was lost) go to
   ``adopt_lost_creates``: it looks at each, holds it when first in line, deletes it otherwise.
 """
@@ -26,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
-from ...spi import BackendUnavailable, Grant, Notification, NotificationKind, SessionExpired
+from ...spi import BackendUnavailable, Grant, Notification, NotificationKind, Released, SessionExpired
 from . import line, requests
+from .answers import ReleaseAnswers
 from .errors import Deadline
 from .places import Found, Node, Place, Watch
 from .requests import Request, Sent
@@ -51,6 +54,7 @@ class Leases:
         self.session = session
         self.places = session.places
         self.layout = session.layout
+        self.answers = ReleaseAnswers()
 
     # -- acquire --------------------------------------------------------------------------
 
@@ -220,29 +224,57 @@ class Leases:
         if node is not None:
             self._delete(node.path, deadline)
 
-    def release(self, name: str, deadline: Deadline, token: int | None = None) -> None:
+    def release(self, name: str, deadline: Deadline, token: int | None = None) -> Released:
         """Delete the term's node if this session holds ``name`` (with ``token``, that term).
 
         A release of a term whose delete failed before sends it again. A session that ended
         holds nothing.
         """
-        path = self.places.release(name, token)
-        if path is not None:
-            self._delete(path, deadline)
+        node = self.places.release(name, token)
+        if node is None:
+            return Released(held=self.answers.held_after_release(name, token))
+        removed = self._delete(node.path, deadline, term=node)
+        return Released(held=self.answers.held_after(node.path, removed))
 
-    def _delete(self, path: str, deadline: Deadline) -> None:
-        """Delete one of the leaving nodes; a delete that fails is sent again later."""
+    def _delete(self, path: str, deadline: Deadline, *, term: Node | None = None) -> bool:
+        """Delete one of the leaving nodes: True when this delete removed it, False when it was gone.
+
+        A delete that fails is sent again later. For a ``term``'s node, what that delete answers
+        once it answers late is kept, for a release of the term asked again.
+        """
+        deleting: Sent | None = None
         try:
             (deleting,) = self.session.send(requests.delete(path))
             self.places.delete_sent(path, deleting.seq)
-            with contextlib.suppress(NoNodeError):
-                self.session.wait(deleting, deadline, f"deleting {path}")
+            self.session.wait(deleting, deadline, f"deleting {path}")
+            removed = True
+        except NoNodeError:
+            removed = False
         except SessionExpired:
-            return  # its ephemeral nodes are gone with it
+            return False  # its ephemeral nodes are gone with it
         except BaseException:
+            if term is not None and deleting is not None:
+                first = not self.answers.tracks(path)
+                self.answers.failed(path, term.name, term.token)
+                self._hear_late(path, deleting, first=first)
             self.places.delete_failed(path)
             raise
         self.places.deleted(path)
+        return removed
+
+    def _hear_late(self, path: str, deleting: Sent, *, first: bool) -> None:
+        """Keep what a delete of a term's node answers, whenever it answers (see ``answers.py``)."""
+        deleting.result.rawlink(functools.partial(self._delete_answered, path, first))
+
+    def _delete_answered(self, path: str, first: bool, result: Any) -> None:
+        try:
+            result.get_nowait()
+        except NoNodeError:
+            self.answers.answered(path, removed=False, first=first)
+        except Exception:
+            return  # lost with the connection: it tells nothing
+        else:
+            self.answers.answered(path, removed=True, first=first)
 
     def send_after_failed_deletes(self, name: str | None, *requests_after: Request) -> list[Sent]:
         """Send ``requests_after`` behind the deletes that failed before (of ``name``'s nodes only).
@@ -254,6 +286,8 @@ class Leases:
         sent = self.session.send(*map(requests.delete, paths), *requests_after)
         for path, deleting in zip(paths, sent):
             self.places.delete_sent(path, deleting.seq)
+            if self.answers.tracks(path):
+                self._hear_late(path, deleting, first=False)
         return sent[len(paths) :]
 
     def _settle(self, name: str, children: list[str], listing: Sent) -> None:

@@ -22,6 +22,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoAuthError, NoNodeError
 
 from ...spi import BackendTimeout, LeaseInfo, Member, SessionInfo
+from ...spi.clock import local_clock
 from . import line
 from .client import ensure_nodes, new_client
 from .errors import Deadline, kazoo_errors, wait
@@ -45,7 +46,7 @@ class Observer:
         self._connected = threading.Condition(self._mutex)
         self._client: KazooClient | None = None
         self._is_connected = False
-        self._clock_offset = 0.0  # server wall clock - local monotonic clock, in seconds
+        self._clock_offset = 0.0  # server wall clock - local clock, in seconds
         self._clock_read_at = -math.inf
 
     # -- the client -----------------------------------------------------------------------
@@ -93,13 +94,13 @@ class Observer:
 
     def server_now(self, client: KazooClient, deadline: Deadline) -> float:
         """The server's wall clock now (seconds since the epoch), from our last write's mtime."""
-        if time.monotonic() - self._clock_read_at > CLOCK_REFRESH:
+        if local_clock() - self._clock_read_at > CLOCK_REFRESH:
             self._read_clock(client, deadline)
-        return time.monotonic() + float(self._clock_offset)
+        return local_clock() + float(self._clock_offset)
 
     def _read_clock(self, client: KazooClient, deadline: Deadline) -> None:
         for _ in range(2):
-            sent = time.monotonic()
+            sent = local_clock()
             try:
                 stat = wait(
                     client.set_async(self.layout.clock, b""),
@@ -112,13 +113,13 @@ class Observer:
                 continue
             except NoAuthError:
                 break
-            received = time.monotonic()
+            received = local_clock()
             self._clock_offset = stat.mtime / 1000.0 - (sent + received) / 2
             self._clock_read_at = received
             return
         logger.info("django-simba: cannot write %s; remaining times use this host's clock", self.layout.clock)
-        self._clock_offset = time.time() - time.monotonic()
-        self._clock_read_at = time.monotonic()
+        self._clock_offset = time.time() - local_clock()
+        self._clock_read_at = local_clock()
 
     def _remaining(self, record: SessionRecord, stat: Any, now: float) -> float:
         renewed_at = float(stat.mtime) / 1000.0

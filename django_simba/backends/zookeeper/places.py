@@ -61,6 +61,7 @@ class _Leaving:
     node: Node
     sent: int = 0  # sequence number of the latest delete sent for it (0: none yet)
     failed: bool = False  # that delete failed: send it again
+    term: bool = False  # a released term's node (not a waiter's, nor a stray)
 
 
 class Place(enum.Enum):
@@ -243,22 +244,26 @@ class Places:
             self._leaving[node.path] = _Leaving(node)
             return node
 
-    def release(self, name: str, token: int | None) -> str | None:
-        """The path to delete to end ``name``'s term (with ``token``, that term), or ``None``.
+    def release(self, name: str, token: int | None) -> Node | None:
+        """The node to delete to end ``name``'s term (with ``token``, that term), or ``None``.
 
-        A held node becomes leaving; a term whose delete failed before is deleted again.
+        A held node becomes leaving; a term whose delete failed before is deleted again (a
+        waiter's node whose delete failed is not a term: keep-alives and acquires finish it).
         """
         with self._lock:
             node = self._held.get(name)
             if node is not None and token in (None, node.token):
                 del self._held[name]
-                self._leaving[node.path] = _Leaving(node)
-                return node.path
+                self._leaving[node.path] = _Leaving(node, term=True)
+                return node
             return next(
                 (
-                    path
-                    for path, leaving in self._leaving.items()
-                    if leaving.failed and leaving.node.name == name and token in (None, leaving.node.token)
+                    leaving.node
+                    for leaving in self._leaving.values()
+                    if leaving.failed
+                    and leaving.term
+                    and leaving.node.name == name
+                    and token in (None, leaving.node.token)
                 ),
                 None,
             )

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +33,7 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, Sessi
 from kazoo.protocol.states import Callback
 
 from ...spi import BackendTimeout, BackendUnavailable, Notification, Renewal, SessionExpired
+from ...spi.clock import local_clock
 from . import requests
 from .client import negotiated_timeout, new_client
 from .errors import Deadline, translate, wait
@@ -72,8 +72,9 @@ class ZkSession:
         self.zk_id = 0
         self.session_id = ""
         self.timeout = lease  # the negotiated session timeout, once connected
-        #: monotonic time after which the watchdog ends the session (no keep-alive renewed it)
-        self.renew_by = time.monotonic() + lease
+        #: when, on the local clock, the watchdog ends the session (no keep-alive renewed it); that
+        #: clock counts a suspend of the host, as the server's does
+        self.renew_by = local_clock() + lease
         #: why the session ended; empty while it is live
         self.ended_because = ""
         self._mutex = threading.Lock()  # the lifecycle's state, and the order of requests
@@ -125,7 +126,7 @@ class ZkSession:
             (created,) = session.send(requests.create(path, record, acl, with_stat=False))
             session.wait(created, deadline, "creating the session node")
             with session._mutex:
-                session.renew_by = time.monotonic() + lease
+                session.renew_by = local_clock() + lease
         except BaseException as error:
             session.end("opening it failed")
             if isinstance(error, KazooException):
@@ -216,11 +217,11 @@ class ZkSession:
 
     def remaining(self) -> float:
         """Time left before the session ends unless kept alive, bounded by the session timeout."""
-        return max(0.0, min(self.timeout, self.renew_by - time.monotonic()))
+        return max(0.0, min(self.timeout, self.renew_by - local_clock()))
 
     def ensure_live(self, deadline: Deadline) -> None:
         """SessionExpired once ended or overdue; waits (within the deadline) while disconnected."""
-        if self.ended_because or self.end_if_overdue(time.monotonic()):
+        if self.ended_because or self.end_if_overdue(local_clock()):
             raise SessionExpired(self.session_id)
         with self._mutex:
             self._state_changed.wait_for(lambda: self.ended_because or self._connected, deadline.left())
@@ -290,7 +291,7 @@ class ZkSession:
         with self._mutex:
             if self.ended_because:
                 raise SessionExpired(self.session_id)
-            self.renew_by = time.monotonic() + lease
+            self.renew_by = local_clock() + lease
             self.lease = lease
         unknown = self.places.reconcile(listed, listing.seq)
         if unknown:

@@ -9,8 +9,13 @@ once, so candidates take over without waiting for a session timeout.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Protocol
+
+from ...spi.clock import local_clock
+
+#: The wait below runs on Python's monotonic clock, which stops while the host is suspended: look
+#: at the local clock at least this often, so a session overdue after a resume ends soon after it.
+LOOK_AT_LEAST_EVERY = 1.0
 
 
 class Watched(Protocol):
@@ -54,10 +59,11 @@ class Watchdog:
     def _run(self) -> None:
         with self._changed:
             while not self._stopping:
-                now = time.monotonic()
+                now = local_clock()
                 for session in list(self._sessions):
                     if session.ended or session.end_if_overdue(now):
                         self._sessions.discard(session)
                 wake_at = min((session.renew_by for session in self._sessions), default=None)
                 # a renewal only moves renew_by later: waking at the old time and looking again is enough
-                self._changed.wait(None if wake_at is None else max(0.001, wake_at - time.monotonic()))
+                wait = None if wake_at is None else max(0.001, wake_at - local_clock())
+                self._changed.wait(None if wait is None else min(wait, LOOK_AT_LEAST_EVERY))

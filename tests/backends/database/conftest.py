@@ -23,6 +23,7 @@ from django.db.utils import load_backend
 
 from django_simba.backends.database import DatabaseBackend
 from tests.conftest import server_missing
+from tests.servers import pgbouncer as pgbouncer_server
 
 ALIASES = ("sqlite", "postgresql", "mysql")
 SERVER_NAMES = {"postgresql": "PostgreSQL", "mysql": "MariaDB/MySQL"}
@@ -85,6 +86,40 @@ def make_backend(alias: str) -> Iterator[Callable[..., DatabaseBackend]]:
 @pytest.fixture
 def backend(make_backend: Callable[..., DatabaseBackend]) -> DatabaseBackend:
     return make_backend()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(django_db_setup: Any) -> Iterator[pgbouncer_server.Pgbouncer]:
+    """A PgBouncer in transaction mode in front of the tests' PostgreSQL.
+
+    Stopped before the test databases are dropped (it holds server connections to them).
+    """
+    if not reachable("postgresql"):
+        server_missing(SERVER_NAMES["postgresql"])
+    reason = pgbouncer_server.ensure_installed()
+    if reason:
+        server_missing(reason)
+    database = settings.DATABASES["postgresql"]
+    with pgbouncer_server.pgbouncer(database["HOST"], int(database["PORT"]), [database["USER"]]) as bouncer:
+        yield bouncer
+
+
+@pytest.fixture
+def through_pgbouncer(pgbouncer: pgbouncer_server.Pgbouncer) -> Iterator[dict[str, Any]]:
+    """The "postgresql" alias goes through PgBouncer for the test; yields the backend's options.
+
+    The alias's settings are changed in place (Django's connections share that dict), so the
+    backend built on it, and any process the test spawns, connects through PgBouncer. The
+    options turn transaction pooling on and give the direct address for LISTEN; drop
+    ``listen`` to have the engine poll.
+    """
+    database = connections.settings["postgresql"]
+    direct = {"HOST": database["HOST"], "PORT": database["PORT"]}
+    database.update(HOST=pgbouncer.host, PORT=str(pgbouncer.port))
+    try:
+        yield {"alias": "postgresql", "transaction_pooling": True, "listen": dict(direct)}
+    finally:
+        database.update(direct)
 
 
 @pytest.fixture
@@ -157,9 +192,29 @@ class Outsider:
                 "SELECT 1 FROM simba_session WHERE session_id = %s LOCK IN SHARE MODE", (session_id,)
             )
 
+    def lock_lease(self, name: str) -> None:
+        """Lock a lease row for update, as a take-over or a release does (inside :meth:`begin`)."""
+        if self.vendor != "sqlite":  # SQLite's begin() took the database's write lock already
+            self.execute("SELECT 1 FROM simba_lease WHERE name = %s FOR UPDATE", (name,))
+
+    def session_expired(self, session_id: str) -> bool:
+        """The session's expiry has passed on the database's clock (a read that waits for no lock)."""
+        rows = self.execute(
+            f"SELECT expires_at <= {self.now_ms()} FROM simba_session WHERE session_id = %s", (session_id,)
+        )
+        return bool(rows and rows[0][0])
+
     def lock_session(self, session_id: str) -> None:
         """Lock a session row for update, as its keep-alive does (inside :meth:`begin`)."""
         self.execute("UPDATE simba_session SET expires_at = expires_at WHERE session_id = %s", (session_id,))
+
+    def server_connections(self) -> int:
+        """Connections to this database on the server, this one included (PostgreSQL, MySQL)."""
+        if self.vendor == "postgresql":
+            sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        else:
+            sql = "SELECT count(*) FROM information_schema.processlist WHERE db = DATABASE()"
+        return int(self.execute(sql)[0][0])
 
     def lock_waiters(self) -> int:
         """How many other connections wait for a row lock (0 on SQLite, which cannot tell)."""

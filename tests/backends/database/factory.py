@@ -12,7 +12,9 @@ from typing import Any
 from django_simba.backends.database import DatabaseBackend
 
 
-def build_backend(alias: str, database: dict[str, Any], timeout: float) -> DatabaseBackend:
+def build_backend(
+    alias: str, database: dict[str, Any], timeout: float, options: dict[str, Any] | None = None
+) -> DatabaseBackend:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     import django
 
@@ -20,12 +22,19 @@ def build_backend(alias: str, database: dict[str, Any], timeout: float) -> Datab
     from django.db import connections
 
     connections.settings[alias].update(database)
-    return DatabaseBackend({"alias": alias}, timeout=timeout)
+    return DatabaseBackend({**(options or {}), "alias": alias}, timeout=timeout)
 
 
-def spec_for(alias: str, timeout: float = 5.0) -> tuple[str, dict[str, Any]]:
-    """The TCK's ``backend_spec`` for ``alias``, as the calling (parent) process sees it."""
+def spec_for(
+    alias: str, timeout: float = 5.0, *, options: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The TCK's ``backend_spec`` for ``alias`` (and backend ``options``), as the parent sees it.
+
+    The address goes too: a test may point the alias elsewhere (PgBouncer).
+    """
     from django.db import connections
 
-    database = {"NAME": connections[alias].settings_dict["NAME"]}
-    return f"{__name__}.build_backend", {"alias": alias, "database": database, "timeout": timeout}
+    settings = connections[alias].settings_dict
+    database = {key: settings[key] for key in ("NAME", "HOST", "PORT")}
+    kwargs = {"alias": alias, "database": database, "timeout": timeout, "options": options}
+    return f"{__name__}.build_backend", kwargs

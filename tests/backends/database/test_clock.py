@@ -71,7 +71,8 @@ def test_a_host_clock_an_hour_off_changes_nothing(
     after_ms = host_clock_an_hour_ahead() * 1000
     if alias in FAR_ZONES:
         assert far_session_zone, "the session time zone was not applied"
-        assert session_zone(backend) == FAR_ZONES[alias]
+        # MySQL's connections then set UTC of their own (SYSDATE reads the session's zone).
+        assert session_zone(backend) == ("+00:00" if alias == "mysql" else FAR_ZONES[alias])
 
     # Stored in UTC epoch ms by the database's clock: neither an hour nor a zone off.
     (expires_at,) = outsider.execute(

@@ -1,4 +1,7 @@
-"""The backend TCK on PostgreSQL, MariaDB and SQLite (a file shared by several processes)."""
+"""The backend TCK on PostgreSQL (directly and through PgBouncer), MariaDB and SQLite.
+
+SQLite's database is a file shared by several processes.
+"""
 
 from __future__ import annotations
 
@@ -43,3 +46,32 @@ class TestPostgresql(DatabaseTCK):
 class TestMysql(DatabaseTCK):
     alias = "mysql"
     pytestmark = on("mysql")
+
+
+@pytest.mark.usefixtures("alias")
+class TestPostgresqlThroughPgbouncer(DatabaseTCK):
+    """Transaction pooling: nothing prepared, nothing set per session; LISTEN on a direct connection."""
+
+    alias = "postgresql"
+    pytestmark = on("postgresql")
+    listen = True
+
+    @pytest.fixture
+    def options(self, through_pgbouncer: dict[str, Any]) -> dict[str, Any]:
+        return through_pgbouncer if self.listen else {**through_pgbouncer, "listen": None}
+
+    @pytest.fixture
+    def backend(
+        self, make_backend: Callable[..., DatabaseBackend], options: dict[str, Any]
+    ) -> DatabaseBackend:
+        return make_backend(**options)
+
+    @pytest.fixture
+    def backend_spec(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return spec_for("postgresql", options=options)
+
+
+class TestPostgresqlThroughPgbouncerPolled(TestPostgresqlThroughPgbouncer):
+    """Transaction pooling with no direct connection: no LISTEN, so the engine polls."""
+
+    listen = False

@@ -12,6 +12,7 @@ from django_simba.backends.redis import RedisBackend
 from django_simba.backends.redis.cluster import ClusterStore
 from django_simba.backends.redis.keys import session_groups_key, session_leases_key
 from django_simba.spi import BackendTimeout, ConfigurationError
+from django_simba.spi.clock import local_clock
 from django_simba.testing import wait_until
 from tests.servers.redis_cluster import RedisClusterProcesses
 
@@ -19,13 +20,13 @@ pytestmark = pytest.mark.redis_cluster
 
 
 class SteppedClock:
-    """Real monotonic time plus an offset a test moves forward at a chosen step of a call."""
+    """The store's local clock plus an offset a test moves forward at a chosen step of a call."""
 
     def __init__(self) -> None:
         self.offset = 0.0
 
     def __call__(self) -> float:
-        return time.monotonic() + self.offset
+        return local_clock() + self.offset
 
 
 def cluster_store(backend: RedisBackend, at: str, action: Callable[[], None]) -> ClusterStore:
@@ -43,6 +44,12 @@ def cluster_store(backend: RedisBackend, at: str, action: Callable[[], None]) ->
 @pytest.fixture
 def admin(cluster: RedisClusterProcesses) -> RedisCluster:
     return RedisCluster.from_url(cluster.url, decode_responses=True)
+
+
+def test_durations_crossing_nodes_are_measured_on_the_local_clock(cluster_backend: RedisBackend) -> None:
+    store = cluster_backend.store
+    # the clock that counts a suspend of the host, as the nodes' clocks do (not time.monotonic)
+    assert isinstance(store, ClusterStore) and store.clock is local_clock
 
 
 def test_wait_replicas_is_refused_on_a_cluster(cluster: RedisClusterProcesses) -> None:

@@ -4,6 +4,9 @@ The delete is sent through a proxy that throws requests away, and the connection
 the request is out: the call fails with a connection loss and the server never applied it. The
 ZooKeeper session survives (same session after reconnecting), and so does its node. Reported as
 owned, that node would hand the released term's token to the next local holder.
+
+A release asked again says whether the term was still held: not a loss when the first delete,
+its reply lost, may have been the one that removed the node.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.serialization import Delete
 
 from django_simba.backends.zookeeper import ZookeeperBackend, line
-from django_simba.spi import BackendUnavailable, Grant, Renewal
+from django_simba.spi import BackendUnavailable, Grant, Released, Renewal
 from django_simba.testing import wait_until
 from tests.servers.zookeeper import ZookeeperNode
 
@@ -44,8 +47,45 @@ def test_a_lost_release_asked_again_deletes_the_node(
     proxy: ZookeeperProxy, make_backend: BackendFactory, raw: KazooClient
 ) -> None:
     backend, sid, name, grant = _released_on_the_way(proxy, make_backend)
-    wait_until(lambda: _released(backend, sid, name, grant.token), 10, message="the release asked again")
+    again = _released_again(backend, sid, name, grant.token)
     assert held_node(raw, name) is None
+    assert again.held is True  # this delete removed the node: the term was the session's until then
+    assert backend.release(sid, name, grant.token).held is False  # freed now
+
+
+def test_a_release_asked_again_after_an_applied_delete_lost_its_reply_reports_no_loss(
+    proxy: ZookeeperProxy, make_backend: BackendFactory, raw: KazooClient
+) -> None:
+    backend = make_backend(proxy.hosts, timeout=5.0)
+    sid = backend.open_session(10.0, "behind a proxy").session_id
+    name = f"lost.{uuid.uuid4().hex[:12]}"
+    grant = backend.acquire(sid, name)
+    held = held_node(raw, name)
+    assert grant is not None and held is not None
+    error = _lost_on_the_way(
+        proxy,
+        backend,
+        sid,
+        lambda: backend.release(sid, name, grant.token),
+        applied=lambda: raw.exists(held[0]) is None,
+    )
+    assert isinstance(error, BackendUnavailable), error
+    again = _released_again(backend, sid, name, grant.token)
+    # No node now: our first delete removed it, or an operator did before it; ZooKeeper cannot tell
+    # which, and finding none must not read as a force-release.
+    assert again.held is None
+    assert backend.release(sid, name, grant.token).held is False  # asked once more: freed before
+
+
+def test_a_release_that_finds_the_node_force_released_reports_it_gone(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory
+) -> None:
+    backend = make_backend(zookeeper_server.hosts)
+    sid = backend.open_session(10.0, "holder").session_id
+    name = f"forced.{uuid.uuid4().hex[:12]}"
+    grant = backend.acquire(sid, name)
+    assert grant is not None and backend.force_release(name)
+    assert backend.release(sid, name, grant.token).held is False
 
 
 def test_the_next_acquire_after_a_lost_release_gets_a_newer_term(
@@ -93,12 +133,22 @@ def _released_on_the_way(
 
 
 def _lost_on_the_way(
-    proxy: ZookeeperProxy, backend: ZookeeperBackend, sid: str, action: Callable[[], Any]
+    proxy: ZookeeperProxy,
+    backend: ZookeeperBackend,
+    sid: str,
+    action: Callable[[], Any],
+    applied: Callable[[], bool] | None = None,
 ) -> BaseException | None:
-    """Run ``action`` while the proxy drops requests; cut the connection once its delete is out."""
+    """Run ``action`` while the proxy drops requests; cut the connection once its delete is out.
+
+    With ``applied``, the proxy drops the replies instead, and cuts once ``applied()`` is true.
+    """
     client = backend._session(sid).client
     outcome: list[BaseException | None] = []
-    proxy.swallow_requests()
+    if applied is None:
+        proxy.swallow_requests()
+    else:
+        proxy.swallow_replies()
     caller = threading.Thread(target=lambda: outcome.append(_error_of(action)))
     caller.start()
     wait_until(
@@ -106,7 +156,9 @@ def _lost_on_the_way(
         5,
         message="the delete written to the connection",
     )
-    proxy.cut()  # the delete fails with a connection loss, and was never applied
+    if applied is not None:
+        wait_until(applied, 5, message="the delete applied by the server")
+    proxy.cut()  # the delete fails with a connection loss (applied or not, as asked)
     proxy.forward()
     caller.join(10)
     assert len(outcome) == 1, outcome
@@ -134,9 +186,17 @@ def _renewed(backend: ZookeeperBackend, sid: str) -> Renewal:
     return renewal
 
 
-def _released(backend: ZookeeperBackend, sid: str, name: str, token: int) -> bool:
+def _released_again(backend: ZookeeperBackend, sid: str, name: str, token: int) -> Released:
+    """The reply of the release asked again, once one gets through."""
+    released: Released = wait_until(
+        lambda: _released(backend, sid, name, token), 10, message="the release asked again"
+    )
+    return released
+
+
+def _released(backend: ZookeeperBackend, sid: str, name: str, token: int) -> Released | None:
+    """The reply of a release that got through, or ``None`` (the client may still be reconnecting)."""
     try:
-        backend.release(sid, name, token)
+        return backend.release(sid, name, token)
     except BackendUnavailable:
-        return False
-    return True
+        return None

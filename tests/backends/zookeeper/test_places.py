@@ -19,8 +19,9 @@ def _released(places: Places, node: Node, delete_seq: int) -> str:
     """``node`` held, then released with a delete sent as request ``delete_seq``."""
     places.joined(node)
     assert places.take_place(node, [], wait=False) is Place.HELD
-    path = places.release("x", node.token)
-    assert path == node.path
+    released = places.release("x", node.token)
+    assert released is node
+    path = node.path
     places.delete_sent(path, delete_seq)
     return path
 
@@ -35,7 +36,7 @@ def test_a_failed_delete_keeps_the_node_leaving_and_never_adopted() -> None:
     assert places.found(Node("x", path, node.token, 3), first=True) is Found.KNOWN
     assert places.to_delete_again() == [path] == places.to_delete_again("x")
     assert places.to_delete_again("y") == []
-    assert places.release("x", node.token) == path  # a release asked again deletes it again
+    assert places.release("x", node.token) is node  # a release asked again deletes it again
     assert places.release("x", node.token + 1) is None  # ... of that term only
 
 
@@ -91,3 +92,15 @@ def test_a_closed_session_holds_nothing_and_places_nothing() -> None:
     assert places.owned() == {} and places.mine("x") is None
     assert places.reconcile({node.path: "x"}, seq=2) == []
     assert places.found(node, first=True) is Found.KNOWN
+
+
+def test_a_release_is_never_answered_by_a_waiting_node_whose_leaving_failed() -> None:
+    places = Places()
+    node = _node(1, seq=1)
+    places.joined(node)
+    assert places.take_place(node, ["s-0000000000"], wait=True) is Place.WAITING
+    assert places.stop_waiting("x") is node
+    places.delete_sent(node.path, 2)
+    places.delete_failed(node.path)
+    assert places.to_delete_again() == [node.path]  # keep-alives and acquires finish it
+    assert places.release("x", node.token) is None  # it never held the name: not a term to release

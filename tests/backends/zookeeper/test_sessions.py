@@ -11,7 +11,10 @@ import pytest
 from kazoo.client import KazooClient
 
 from django_simba.backends.zookeeper import ZookeeperBackend
+from django_simba.backends.zookeeper import session as session_module
+from django_simba.backends.zookeeper import watchdog as watchdog_module
 from django_simba.spi import BackendUnavailable, SessionExpired
+from django_simba.spi.clock import local_clock
 from django_simba.testing import wait_until
 from tests.servers.zookeeper import ZookeeperNode
 
@@ -88,6 +91,26 @@ def test_heartbeats_alone_never_keep_a_lease(
     wait_until(lambda: held_node(raw, name) is None, lease + 2, message="watchdog close")
     closed_after = time.monotonic() - opened_at
     assert closed_after >= lease - 0.05, closed_after
+    with pytest.raises(SessionExpired):
+        backend.keep_alive(sid, lease)
+
+
+def test_a_suspend_the_local_clock_counted_ends_the_session_soon_after_the_resume(
+    zookeeper_server: ZookeeperNode,
+    make_backend: BackendFactory,
+    raw: KazooClient,
+    name: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    backend = make_backend(zookeeper_server.hosts)
+    lease = 30.0
+    sid = backend.open_session(lease, "suspended").session_id
+    assert backend.acquire(sid, name) is not None
+    # The host slept through the lease: the local clock (CLOCK_BOOTTIME) counted it, Python's
+    # monotonic clock, which the watchdog's wait runs on, did not.
+    for module in (session_module, watchdog_module):
+        monkeypatch.setattr(module, "local_clock", lambda: local_clock() + lease + 1, raising=False)
+    wait_until(lambda: held_node(raw, name) is None, 5, message="the watchdog closed the session")
     with pytest.raises(SessionExpired):
         backend.keep_alive(sid, lease)
 

@@ -145,6 +145,15 @@ class Dialect(ABC):
         operation follows, so removal never deadlocks with an acquire or a join.
         """
 
+    def purge_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
+        """Remove those of ``session_ids`` (found expired by a read) still expired once locked.
+
+        A keep-alive that judged its session live may commit after the read found the
+        session expired: that session is renewed, and stays. By default (a dialect whose
+        writer waits for no renewal in flight) everything listed is removed.
+        """
+        return self.remove_sessions(ex, session_ids)
+
     @abstractmethod
     def expired_sessions(self, ex: Executor, limit: int) -> list[str]:
         """Ids of at most ``limit`` expired sessions, oldest expiry first (the expiry index)."""
@@ -159,14 +168,14 @@ class Dialect(ABC):
     def acquire(self, ex: Executor, session_id: str, name: str) -> Acquired: ...
 
     @abstractmethod
-    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> tuple[bool, bool | None]:
         """Free ``name`` if ``session_id`` holds it (only term ``token`` unless it is 0).
 
-        Returns whether another session was refused the name during the term, when the
-        dialect tracks it (``None`` otherwise, and when nothing was freed). The polled
-        dialects track it: their waiters cannot be told of a release, and the flag their
-        refusals left lets the releaser step aside (the engine's courtesy), or one process
-        could keep the name.
+        Returns whether a row of the session's was freed, and whether another session was
+        refused the name during the term, when the dialect tracks it (``None`` otherwise,
+        and when nothing was freed). The polled dialects track it: their waiters cannot be
+        told of a release, and the flag their refusals left lets the releaser step aside
+        (the engine's courtesy), or one process could keep the name.
         """
         ...
 
@@ -220,6 +229,10 @@ class Dialect(ABC):
     def is_disconnect(self, error: BaseException) -> bool:
         """The connection is gone (the statement was not run, or its fate is unknown)."""
 
+    def is_deadlock(self, error: BaseException) -> bool:
+        """The server chose this transaction as a deadlock's victim and rolled all of it back."""
+        return False
+
 
 @dataclass(frozen=True, slots=True)
 class Statements:
@@ -240,6 +253,10 @@ class Statements:
     leave: str
     members: str
     groups: str
+    #: Locks the session's row before ``renew`` judges it, in the same transaction: a
+    #: statement's clock is read before the locks it waits for. Empty where the write lock
+    #: is taken before any clock is read (SQLite).
+    lock_session: str = ""
 
 
 class StatementDialect(Dialect):
@@ -256,8 +273,9 @@ class StatementDialect(Dialect):
         return lease_ms
 
     def keep_alive(self, ex: Executor, session_id: str, lease_ms: int) -> Renewed:
-        renewed, owned = ex.run_batch(
-            [self.sql.renew, self.sql.owned], {"sid": session_id, "lease": lease_ms}, atomic=False
+        lock = [self.sql.lock_session] if self.sql.lock_session else []
+        *_, renewed, owned = ex.run_batch(
+            [*lock, self.sql.renew, self.sql.owned], {"sid": session_id, "lease": lease_ms}, atomic=bool(lock)
         )
         if renewed.rowcount != 1:
             return Renewed(None, {})

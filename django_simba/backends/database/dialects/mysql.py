@@ -5,7 +5,10 @@ them), so the keep-alive and most acquires take one round trip each; only a
 take-over from a holder that looks dead takes a second one, with the rows
 locked. InnoDB's locking reads (``LOCK IN SHARE MODE``, UPDATE) always see the
 latest committed rows, and the backend's connections run READ COMMITTED, so
-every plain read of a batch sees what committed before it.
+every plain read of a batch sees what committed before it. ``NOW()`` and
+``UTC_TIMESTAMP()`` are fixed when a statement starts, before any lock it waits
+for: a statement that writes on a judgement of expiry (the keep-alive, a join)
+starts only once an earlier statement of its transaction holds the lock.
 
 On MariaDB the acquire and the release, the statements of every lock cycle, are
 prepared on each connection when it opens: the server then skips parsing and
@@ -37,14 +40,21 @@ from .base import (
 # convert through the session's zone, ambiguous in the hour a DST change repeats).
 # MySQL fixes UTC_TIMESTAMP at the start of each statement.
 NOW = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
+# The clock when the expression is evaluated, not when the statement started (SYSDATE, in
+# the UTC session time zone the backend's connections set): what a statement reports
+# after a lock wait. Never written to a table, so replicas need not agree on it.
+NOW_AT_EVALUATION = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', SYSDATE(6)) DIV 1000)"
 
 OPEN_SESSION = f"""
 INSERT INTO simba_session (session_id, expires_at, metadata)
 VALUES (%(sid)s, {NOW} + %(lease)s, %(metadata)s)
 """
 
-# The UPDATE waits for a take-over holding our row in share mode; the listing after it
-# is a fresh read, so it sees every take-over that committed first.
+# The keep-alive locks its row first, in the same transaction, so a take-over holding it
+# in share mode is waited for there: NOW is fixed when a statement starts, and RENEW
+# starts only once the lock is held, so a session a take-over judged expired meanwhile
+# stays expired. The listing after it is a fresh read: it sees every committed take-over.
+LOCK_SESSION = "SELECT 1 FROM simba_session WHERE session_id = %(sid)s FOR UPDATE"
 RENEW = f"""
 UPDATE simba_session SET expires_at = {NOW} + %(lease)s
 WHERE session_id = %(sid)s AND expires_at > {NOW}
@@ -97,34 +107,37 @@ ON DUPLICATE KEY UPDATE
 """
 
 
-def _after_take(row: str) -> str:
+def _after_take(row: str, now: str) -> str:
     """What an acquire learns from the lease ``row`` as TAKE_FREE left it.
 
-    The caller's remaining time, the token, whether the caller holds the row, and another
-    holder's remaining time (None when it has no session; the lookup is skipped, as IF
-    evaluates one branch, when the caller holds the row).
+    The caller's remaining time on the clock ``now`` (read after TAKE_FREE waited for the
+    row, so a session that expired meanwhile is reported expired), the token, whether the
+    caller holds the row, and another holder's remaining time (None when it has no session;
+    the lookup is skipped, as IF evaluates one branch, when the caller holds the row).
     """
-    return f"""(SELECT expires_at - {NOW} FROM simba_session WHERE session_id = %(sid)s),
+    return f"""(SELECT expires_at - {now} FROM simba_session WHERE session_id = %(sid)s),
        {row}.token, {row}.session_id = %(sid)s,
        IF({row}.session_id = %(sid)s, NULL,
           (SELECT s.expires_at - {NOW} FROM simba_session s WHERE s.session_id = {row}.session_id))"""
 
 
-# MySQL: read after TAKE_FREE, in the same batch.
-STATE = f"SELECT {_after_take('l')}\nFROM simba_lease l WHERE l.name = %(name)s"
+# MySQL: read after TAKE_FREE, in the same batch (a statement of its own: NOW is fresh).
+STATE = f"SELECT {_after_take('l', NOW)}\nFROM simba_lease l WHERE l.name = %(name)s"
 # MariaDB 10.5+: TAKE_FREE answering the same, in one statement (RETURNING sees the row as
-# the upsert left it).
-TAKE_FREE_RETURNING = f"{TAKE_FREE.rstrip()}\nRETURNING {_after_take('simba_lease')}"
+# the upsert left it, and reads the clock then).
+TAKE_FREE_RETURNING = f"{TAKE_FREE.rstrip()}\nRETURNING {_after_take('simba_lease', NOW_AT_EVALUATION)}"
 
 # On the locked row, after the take: set when the holder is another session (a refusal).
 MARK_WANTED = (
     "UPDATE simba_lease SET wanted = (session_id <> %(sid)s) WHERE name = %(name)s AND session_id <> ''"
 )
 
-# Frees the term and reports the wanted flag: LAST_INSERT_ID(expr) hands the client
-# ``wanted + 1`` (0 when no row matched) and leaves the column as it was.
+# Frees the term and reports, in one reply, the wanted flag and whether the session was still
+# live: LAST_INSERT_ID(expr) hands the client ``1 + wanted + 2 * live`` (0 when no row matched)
+# and leaves the column as it was.
 RELEASE = (
-    "UPDATE simba_lease SET session_id = '', wanted = LAST_INSERT_ID(wanted + 1) - 1"
+    "UPDATE simba_lease SET session_id = '', wanted = wanted + 0 * LAST_INSERT_ID(wanted + 1 + 2 * EXISTS("
+    f"SELECT 1 FROM simba_session WHERE session_id = %(sid)s AND expires_at > {NOW}))"
     " WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)"
 )
 
@@ -157,6 +170,20 @@ FREE_LEASES = "UPDATE simba_lease SET session_id = '' WHERE session_id IN %(ids)
 DELETE_SESSIONS = "DELETE FROM simba_session WHERE session_id IN %(ids)s"
 DELETE_MEMBERS = "DELETE FROM simba_member WHERE session_id IN %(ids)s"
 
+# A purge locks the leases, then the sessions (the order of every removal), then reads the
+# clock once, after the locks: a keep-alive that renewed a session after the purge's read
+# found it expired is waited for, and the session stays. One instant judges every step.
+PURGE = [
+    "SELECT 1 FROM simba_lease WHERE session_id IN %(ids)s FOR UPDATE",
+    "SELECT 1 FROM simba_session WHERE session_id IN %(ids)s FOR UPDATE",
+    f"SET @simba_purged_at = {NOW}",
+    "UPDATE simba_lease l JOIN simba_session s ON s.session_id = l.session_id SET l.session_id = ''"
+    " WHERE s.session_id IN %(ids)s AND s.expires_at <= @simba_purged_at",
+    "DELETE m FROM simba_member m JOIN simba_session s ON s.session_id = m.session_id"
+    " WHERE s.session_id IN %(ids)s AND s.expires_at <= @simba_purged_at",
+    "DELETE FROM simba_session WHERE session_id IN %(ids)s AND expires_at <= @simba_purged_at",
+]
+
 EXPIRED = f"""
 SELECT session_id FROM simba_session WHERE expires_at <= {NOW} ORDER BY expires_at LIMIT %(limit)s
 """
@@ -175,8 +202,11 @@ FROM simba_lease l JOIN simba_session s ON s.session_id = l.session_id
 WHERE l.name >= %(low)s AND l.name < %(high)s AND s.expires_at > {NOW}
 """
 
-# Share mode on our own row: a concurrent close waits for the join, or the join sees it
-# gone. With CLIENT_FOUND_ROWS an existing membership counts 1, so 0 means "not live".
+# Share mode on our own row first, in the join's transaction: a concurrent close waits
+# for the join, or the join sees the row gone, and JOIN starts (NOW is fixed then) once
+# the lock is held, so a session that expired meanwhile is not joined. With
+# CLIENT_FOUND_ROWS an existing membership counts 1, so 0 means "not live".
+SHARE_SESSION = "SELECT 1 FROM simba_session WHERE session_id = %(sid)s LOCK IN SHARE MODE"
 JOIN = f"""
 INSERT INTO simba_member (group_name, session_id)
 SELECT %(group)s, %(sid)s FROM DUAL WHERE {_expiry("%(sid)s")} > {NOW}
@@ -199,6 +229,7 @@ WHERE m.group_name >= %(low)s AND m.group_name < %(high)s AND s.expires_at > {NO
 
 # Lock wait timeout, MariaDB max_statement_time, MySQL max_execution_time, KILL QUERY.
 TIMEOUT_CODES = frozenset({1205, 1969, 3024, 1317})
+DEADLOCK = 1213  # ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back
 MISSING_TABLE = 1146
 # Server gone away, lost connection, server shutdown, disconnected for inactivity; and an
 # unknown prepared statement (a connection that lost its own is replaced like a dead one).
@@ -261,6 +292,7 @@ class MysqlDialect(StatementDialect):
         leave=LEAVE,
         members=MEMBERS,
         groups=GROUPS,
+        lock_session=LOCK_SESSION,
     )
 
     def executor(self, raw: Any, traffic: Traffic) -> Executor:
@@ -294,7 +326,7 @@ class MysqlDialect(StatementDialect):
             cursor.execute(
                 "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;"
                 f" SET SESSION innodb_lock_wait_timeout = {max(1, math.ceil(timeout))},"
-                f" SESSION {statement_limit}"
+                f" SESSION {statement_limit}, SESSION time_zone = '+00:00'"
             )
             while cursor.nextset():
                 pass
@@ -310,6 +342,10 @@ class MysqlDialect(StatementDialect):
         _, deleted, _ = ex.run_batch(
             [FREE_LEASES, DELETE_SESSIONS, DELETE_MEMBERS], {"ids": tuple(session_ids)}, atomic=True
         )
+        return Removed(deleted.rowcount, [], [])
+
+    def purge_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
+        *_, deleted = ex.run_batch(PURGE, {"ids": tuple(session_ids)}, atomic=True)
         return Removed(deleted.rowcount, [], [])
 
     # -- leases -----------------------------------------------------------------------
@@ -331,17 +367,19 @@ class MysqlDialect(StatementDialect):
             return Acquired(int(remaining), None)
         return super().acquire(ex, session_id, name)
 
-    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> tuple[bool, bool | None]:
         statement = RELEASE_EXECUTE if self.prepared else RELEASE
         freed = ex.run(statement, {"sid": session_id, "name": name, "token": token})
         if freed.rowcount <= 0 or not freed.last_id:
-            return None
-        return freed.last_id > 1
+            return False, None
+        live, wanted = divmod(freed.last_id - 1, 2)
+        return bool(live), bool(wanted)
 
     # -- groups -----------------------------------------------------------------------
 
     def join(self, ex: Executor, session_id: str, group: str) -> bool:
-        return ex.run(JOIN, {"sid": session_id, "group": group}).rowcount > 0
+        _, joined = ex.run_batch([SHARE_SESSION, JOIN], {"sid": session_id, "group": group}, atomic=True)
+        return joined.rowcount > 0
 
     # -- errors -----------------------------------------------------------------------
 
@@ -353,3 +391,6 @@ class MysqlDialect(StatementDialect):
 
     def is_disconnect(self, error: BaseException) -> bool:
         return error_code(error) in DISCONNECT_CODES
+
+    def is_deadlock(self, error: BaseException) -> bool:
+        return error_code(error) == DEADLOCK

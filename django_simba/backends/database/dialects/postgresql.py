@@ -4,9 +4,11 @@ A single statement travels in the extended protocol, prepared once per
 connection (psycopg keeps it), with its arguments bound on the server. A batch of
 statements goes in one simple-query message: one round trip, one implicit
 transaction, and a fresh snapshot for every statement (READ COMMITTED). That
-fresh snapshot is why a take-over and the keep-alive are two statements, not
-one: a single statement decides on the snapshot taken when it started, so it
-could miss a session or a take-over committed while it waited for a row lock.
+is why a take-over, the keep-alive and a join lock their rows in a statement of
+their own and judge them in the next: a single statement decides on the
+snapshot and the clock it read when it started, so it could miss a session or a
+take-over committed while it waited for a row lock, or renew a session that
+expired meanwhile.
 Batched statements are prepared once per connection (``PREPARE``) and run by
 name (``EXECUTE``), so their CTEs are not parsed and planned again each time.
 
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ....spi import DEFAULT_TIMEOUT
 from .base import (
     NAMED_PARAMETER,
     Acquired,
@@ -63,9 +66,29 @@ def _notify(channel: str, prefix: str, column: str) -> str:
     return f"pg_notify('{channel}' || md5(convert_to({column}, 'UTF8')), '{prefix}' || {column})"
 
 
+#: Every notification the statements send: releases of leases, changes of groups.
+NOTIFICATIONS = (
+    _notify(LEASE_CHANNEL, RELEASED_PREFIX, "name"),
+    _notify(GROUP_CHANNEL, GROUP_PREFIX, "group_name"),
+)
+
+
+def silenced(sql: str) -> str:
+    """``sql`` sending no notification (its notify columns read NULL).
+
+    A NOTIFY holds a lock of the whole cluster from its statement until its commit is on
+    disk, so notifying transactions commit one at a time: where nobody listens, the
+    backend sends none.
+    """
+    for notification in NOTIFICATIONS:
+        sql = sql.replace(notification, "NULL")
+    return sql
+
+
 # Read once per statement (a materialized CTE), after any earlier statement of the batch
 # waited for a lock; epoch extraction is in UTC whatever the session's time zone.
-CLOCK = "clock AS MATERIALIZED (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now)"
+NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+CLOCK = f"clock AS MATERIALIZED (SELECT {NOW} AS now)"
 
 OPEN_SESSION = f"""
 WITH {CLOCK}
@@ -73,8 +96,11 @@ INSERT INTO simba_session (session_id, expires_at, metadata)
 SELECT %(sid)s, clock.now + %(lease)s, %(metadata)s FROM clock
 """
 
-# The UPDATE waits for any take-over holding our row FOR SHARE; the listing that
-# follows has its own snapshot, so it sees every take-over that committed first.
+# The keep-alive locks its row first: a take-over holding it FOR SHARE is waited for
+# here. Only then does RENEW read the clock (a statement's clock is read before any
+# lock it waits for), so a session a take-over judged expired meanwhile stays expired.
+# The listing that follows has its own snapshot: it sees every take-over that committed.
+LOCK_SESSION = "SELECT 1 FROM simba_session WHERE session_id = %(sid)s FOR NO KEY UPDATE"
 RENEW = f"""
 WITH {CLOCK}
 UPDATE simba_session s SET expires_at = clock.now + %(lease)s FROM clock
@@ -94,25 +120,31 @@ ON CONFLICT (name) DO UPDATE SET token = simba_lease.token WHERE false
 # changed under it, so a concurrent take-over wins alone), creates the row of a new
 # name (a concurrent creator wins the conflict), or reports a live holder (refusing
 # is always safe). Anything else (no reply token, no live holder) goes to the batch.
+# A write may wait for the row's lock (a release, a take-over): the caller's remaining
+# time is then measured on the clock of its RETURNING, read once the row is written, so
+# a session that expired meanwhile is reported expired (what it took belongs to a dead
+# session: free to anyone).
 TAKE_FREE = f"""
 WITH {CLOCK},
 live AS (
-    SELECT s.expires_at - clock.now AS remaining FROM simba_session s, clock
+    SELECT s.expires_at FROM simba_session s, clock
     WHERE s.session_id = %(sid)s AND s.expires_at > clock.now
 ),
 current AS (SELECT session_id AS holder FROM simba_lease WHERE name = %(name)s),
 taken AS (
     UPDATE simba_lease l SET token = l.token + 1, session_id = %(sid)s
     WHERE l.name = %(name)s AND l.session_id = '' AND EXISTS (SELECT 1 FROM live)
-    RETURNING l.token
+    RETURNING l.token, {NOW} AS written_at
 ),
 created AS (
     INSERT INTO simba_lease (name, session_id, token)
     SELECT %(name)s, %(sid)s, 1 FROM live WHERE NOT EXISTS (SELECT 1 FROM current)
     ON CONFLICT (name) DO NOTHING
-    RETURNING token
+    RETURNING token, {NOW} AS written_at
 )
-SELECT (SELECT remaining FROM live),
+SELECT (SELECT expires_at FROM live) - COALESCE(
+           (SELECT written_at FROM taken), (SELECT written_at FROM created), (SELECT now FROM clock)
+       ),
        COALESCE((SELECT token FROM taken), (SELECT token FROM created)),
        EXISTS (
            SELECT 1 FROM current JOIN simba_session s ON s.session_id = current.holder, clock
@@ -120,41 +152,50 @@ SELECT (SELECT remaining FROM live),
        )
 """
 
-# Runs with the lease row locked, on a snapshot taken after the lock: the holder's
-# session row is visible. Session rows are locked FOR SHARE before their expiry is
-# judged (a filter would skip the lock), so a keep-alive in flight is waited for and
-# its renewal seen: the take-over serializes with the holder's keep-alive.
+# With the lease row locked (its holder cannot change), locks the caller's and the
+# holder's session rows FOR SHARE: a keep-alive in flight is waited for, and neither
+# session can be renewed or removed until the take-over commits.
+LOCK_SESSIONS = """
+SELECT 1 FROM simba_session s
+WHERE s.session_id IN (%(sid)s, (SELECT l.session_id FROM simba_lease l WHERE l.name = %(name)s))
+FOR SHARE OF s
+"""
+
+# Runs with every row it judges locked, on a snapshot and a clock taken after the locks:
+# it sees the renewal of a keep-alive it waited for, and a session that expired while it
+# waited is expired. The take-over serializes with the holder's keep-alive.
 TAKE = f"""
 WITH {CLOCK},
-me AS MATERIALIZED (
-    SELECT s.expires_at FROM simba_session s WHERE s.session_id = %(sid)s FOR SHARE
+live AS (
+    SELECT s.expires_at - clock.now AS remaining FROM simba_session s, clock
+    WHERE s.session_id = %(sid)s AND s.expires_at > clock.now
 ),
 current AS (SELECT session_id AS holder, token FROM simba_lease WHERE name = %(name)s),
-holder AS MATERIALIZED (
-    SELECT s.expires_at FROM simba_session s, current
-    WHERE s.session_id = current.holder AND current.holder NOT IN ('', %(sid)s)
-    FOR SHARE OF s
-),
-live AS (SELECT me.expires_at - clock.now AS remaining FROM me, clock WHERE me.expires_at > clock.now),
 taken AS (
     UPDATE simba_lease l SET token = l.token + 1, session_id = %(sid)s
     FROM clock
     WHERE l.name = %(name)s AND l.session_id <> %(sid)s
       AND EXISTS (SELECT 1 FROM live)
-      AND NOT EXISTS (SELECT 1 FROM holder WHERE holder.expires_at > clock.now)
+      AND NOT EXISTS (
+          SELECT 1 FROM simba_session s WHERE s.session_id = l.session_id AND s.expires_at > clock.now
+      )
     RETURNING l.token
 )
 SELECT (SELECT remaining FROM live),
        COALESCE((SELECT token FROM taken), (SELECT token FROM current WHERE holder = %(sid)s))
 """
 
+# The last column: whether the freed term's session was still live, so its holder had it to the end.
 RELEASE = f"""
-WITH freed AS (
+WITH {CLOCK},
+freed AS (
     UPDATE simba_lease SET session_id = ''
     WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)
     RETURNING name
 )
-SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed
+SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, "name")},
+       EXISTS (SELECT 1 FROM simba_session s, clock WHERE s.session_id = %(sid)s AND s.expires_at > clock.now)
+FROM freed
 """
 
 FORCE_RELEASE = f"""
@@ -165,7 +206,7 @@ previous AS (
 freed AS (
     UPDATE simba_lease l SET session_id = '' FROM previous WHERE l.name = %(name)s RETURNING l.name
 ),
-notified AS (SELECT {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed)
+notified AS (SELECT {_notify(LEASE_CHANNEL, RELEASED_PREFIX, "name")} FROM freed)
 SELECT EXISTS (
     SELECT 1 FROM previous JOIN simba_session s ON s.session_id = previous.session_id, clock
     WHERE s.expires_at > clock.now
@@ -176,13 +217,38 @@ FREE_LEASES = f"""
 WITH freed AS (
     UPDATE simba_lease SET session_id = '' WHERE session_id = ANY(%(ids)s) RETURNING name
 )
-SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, 'name')} FROM freed
+SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, "name")} FROM freed
 """
 DELETE_SESSIONS = "DELETE FROM simba_session WHERE session_id = ANY(%(ids)s)"
 DELETE_MEMBERS = f"""
 WITH gone AS (DELETE FROM simba_member WHERE session_id = ANY(%(ids)s) RETURNING group_name),
 changed AS (SELECT DISTINCT group_name FROM gone)
-SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, 'group_name')} FROM changed
+SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, "group_name")} FROM changed
+"""
+
+# A purge locks the leases, then the sessions (the order of every removal), then judges
+# on a snapshot and clock taken after the locks: a keep-alive that renewed a session
+# after the purge's read found it expired is waited for, and the session stays.
+LOCK_PURGED_LEASES = "SELECT 1 FROM simba_lease WHERE session_id = ANY(%(ids)s) FOR UPDATE"
+LOCK_PURGED_SESSIONS = "SELECT 1 FROM simba_session WHERE session_id = ANY(%(ids)s) FOR UPDATE"
+PURGE = f"""
+WITH {CLOCK},
+gone AS MATERIALIZED (
+    SELECT session_id FROM simba_session, clock WHERE session_id = ANY(%(ids)s) AND expires_at <= clock.now
+),
+freed AS (
+    UPDATE simba_lease SET session_id = '' WHERE session_id IN (SELECT session_id FROM gone) RETURNING name
+),
+deleted AS (DELETE FROM simba_session WHERE session_id IN (SELECT session_id FROM gone) RETURNING 1),
+left_groups AS (
+    DELETE FROM simba_member WHERE session_id IN (SELECT session_id FROM gone) RETURNING group_name
+),
+released AS (SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, "name")} FROM freed),
+changed AS (SELECT DISTINCT group_name FROM left_groups),
+announced AS (SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, "group_name")} FROM changed)
+SELECT (SELECT count(*) FROM deleted),
+       ARRAY(SELECT name FROM released),
+       ARRAY(SELECT group_name FROM announced)
 """
 
 EXPIRED = f"""
@@ -207,19 +273,20 @@ FROM simba_lease l JOIN simba_session s ON s.session_id = l.session_id, clock
 WHERE l.name >= %(low)s AND l.name < %(high)s AND s.expires_at > clock.now
 """
 
-# FOR SHARE on our own row (before judging it): a concurrent close waits for the
-# join, or the join sees the row gone.
+# The join locks our own row FOR SHARE first (a concurrent close waits for the join, or
+# the join sees the row gone), then judges it on the clock of the next statement: a
+# session that expired while the lock was waited for is not joined.
+SHARE_SESSION = "SELECT 1 FROM simba_session WHERE session_id = %(sid)s FOR SHARE"
 JOIN = f"""
 WITH {CLOCK},
-me AS MATERIALIZED (
-    SELECT s.expires_at FROM simba_session s WHERE s.session_id = %(sid)s FOR SHARE
+live AS (
+    SELECT 1 FROM simba_session s, clock WHERE s.session_id = %(sid)s AND s.expires_at > clock.now
 ),
-live AS (SELECT 1 FROM me, clock WHERE me.expires_at > clock.now),
 added AS (
     INSERT INTO simba_member (group_name, session_id) SELECT %(group)s, %(sid)s FROM live
     ON CONFLICT DO NOTHING RETURNING group_name
 ),
-notified AS (SELECT {_notify(GROUP_CHANNEL, GROUP_PREFIX, 'group_name')} FROM added)
+notified AS (SELECT {_notify(GROUP_CHANNEL, GROUP_PREFIX, "group_name")} FROM added)
 SELECT EXISTS (SELECT 1 FROM live), (SELECT count(*) FROM notified)
 """
 
@@ -227,7 +294,7 @@ LEAVE = f"""
 WITH gone AS (
     DELETE FROM simba_member WHERE group_name = %(group)s AND session_id = %(sid)s RETURNING group_name
 )
-SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, 'group_name')} FROM gone
+SELECT group_name, {_notify(GROUP_CHANNEL, GROUP_PREFIX, "group_name")} FROM gone
 """
 
 MEMBERS = f"""
@@ -246,9 +313,16 @@ WHERE m.group_name >= %(low)s AND m.group_name < %(high)s AND s.expires_at > clo
 
 # SQLSTATEs: query_canceled (statement_timeout), lock_not_available (lock_timeout).
 TIMEOUT_STATES = frozenset({"57014", "55P03"})
+DEADLOCK_DETECTED = "40P01"  # the transaction was rolled back
 UNDEFINED_TABLE = "42P01"
 
-PARAMETER_TYPES = {"sid": "varchar", "name": "varchar", "ids": "varchar[]", "lease": "bigint"}
+PARAMETER_TYPES = {
+    "sid": "varchar",
+    "name": "varchar",
+    "group": "varchar",
+    "ids": "varchar[]",
+    "lease": "bigint",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,17 +358,26 @@ PREPARE_NEVER_UNASKED = 2**31 - 1
 STATEMENTS = {
     name: Prepared(f"simba_{name.lower()}", sql)
     for name, sql in {
+        "LOCK_SESSION": LOCK_SESSION,
         "RENEW": RENEW,
         "OWNED": OWNED,
         "LOCK_LEASE": LOCK_LEASE,
+        "LOCK_SESSIONS": LOCK_SESSIONS,
         "TAKE": TAKE,
+        "SHARE_SESSION": SHARE_SESSION,
+        "JOIN": JOIN,
         "FREE_LEASES": FREE_LEASES,
         "DELETE_SESSIONS": DELETE_SESSIONS,
         "DELETE_MEMBERS": DELETE_MEMBERS,
+        "LOCK_PURGED_LEASES": LOCK_PURGED_LEASES,
+        "LOCK_PURGED_SESSIONS": LOCK_PURGED_SESSIONS,
+        "PURGE": PURGE,
     }.items()
 }
 #: What a batch sends: ``EXECUTE`` of each prepared statement.
 RUN = {name: statement.execute() for name, statement in STATEMENTS.items()}
+#: What a batch sends behind a pooler in transaction mode, where nothing can be prepared.
+TEXT = {name: statement.sql for name, statement in STATEMENTS.items()}
 
 
 class PostgresqlExecutor(Executor):
@@ -326,6 +409,9 @@ class PostgresqlExecutor(Executor):
     def run_batch(self, statements: Sequence[str], params: Params, *, atomic: bool) -> list[Result]:
         # A multi-statement simple query is one implicit transaction already.
         self.traffic.count(len(statements))
+        return self._simple_query(statements, params)
+
+    def _simple_query(self, statements: Sequence[str], params: Params) -> list[Result]:
         with self._cursor() as cursor:
             cursor.execute(";\n".join(statements), params)
             results = []
@@ -336,10 +422,62 @@ class PostgresqlExecutor(Executor):
                     return results
 
 
+class PooledPostgresqlExecutor(PostgresqlExecutor):
+    """Behind a pooler in transaction mode (PgBouncer): every call is one simple query, a
+    transaction of its own that sets the isolation and timeouts for itself only. A session
+    setting would stay on the server connection for the pooler's next client, and the next
+    call may get another server connection anyway."""
+
+    def __init__(self, raw: Any, traffic: Traffic, prologue: Sequence[str]) -> None:
+        super().__init__(raw, traffic)
+        self._prologue = list(prologue)
+
+    def run(self, sql: str, params: Params) -> Result:
+        return self.run_batch([sql], params, atomic=True)[0]
+
+    def run_batch(self, statements: Sequence[str], params: Params, *, atomic: bool) -> list[Result]:
+        self.traffic.count(len(statements))
+        return self._simple_query([*self._prologue, *statements], params)[len(self._prologue) :]
+
+
+def transaction_settings(timeout: float) -> list[str]:
+    """What every transaction behind a pooler sets first (``SET LOCAL``: for itself only)."""
+    milliseconds = max(1, round(timeout * 1000))
+    return [
+        "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        f"SET LOCAL statement_timeout = {milliseconds}",
+        f"SET LOCAL lock_timeout = {milliseconds}",
+    ]
+
+
 class PostgresqlDialect(Dialect):
+    """``transaction_pooling``: the connections go through PgBouncer in transaction mode (or a
+    pooler like it): nothing is prepared and no session setting is made."""
+
     vendor = "postgresql"
 
+    def __init__(
+        self, *, transaction_pooling: bool = False, timeout: float = DEFAULT_TIMEOUT, notify: bool = True
+    ) -> None:
+        self.transaction_pooling = transaction_pooling
+        self.notify = notify
+        self._timeout = timeout
+        if notify:
+            self._batch = TEXT if transaction_pooling else RUN
+        else:  # only polled behind a pooler: its statements are never prepared
+            self._batch = {name: silenced(sql) for name, sql in TEXT.items()}
+
+    def _statement(self, sql: str) -> str:
+        """A single statement as this dialect sends it (without its notifications, if it sends none)."""
+        return sql if self.notify else silenced(sql)
+
+    def _statements(self, *names: str) -> list[str]:
+        """What a batch sends for the statements ``names``: their EXECUTE, or their text."""
+        return [self._batch[name] for name in names]
+
     def executor(self, raw: Any, traffic: Traffic) -> Executor:
+        if self.transaction_pooling:
+            return PooledPostgresqlExecutor(raw, traffic, transaction_settings(self._timeout))
         return PostgresqlExecutor(raw, traffic)
 
     def connection_options(self, options: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -352,6 +490,9 @@ class PostgresqlDialect(Dialect):
     def configure(self, wrapper: Any, timeout: float) -> None:
         raw = wrapper.connection
         raw.autocommit = True
+        if self.transaction_pooling:
+            raw.prepare_threshold = None  # psycopg prepares nothing, even when asked
+            return
         # Django turns prepared statements off; run() asks for them (prepare=True), others never.
         raw.prepare_threshold = PREPARE_NEVER_UNASKED
         milliseconds = max(1, round(timeout * 1000))
@@ -370,8 +511,10 @@ class PostgresqlDialect(Dialect):
         return lease_ms
 
     def keep_alive(self, ex: Executor, session_id: str, lease_ms: int) -> Renewed:
-        renewed, owned = ex.run_batch(
-            [RUN["RENEW"], RUN["OWNED"]], {"sid": session_id, "lease": lease_ms}, atomic=True
+        _, renewed, owned = ex.run_batch(
+            self._statements("LOCK_SESSION", "RENEW", "OWNED"),
+            {"sid": session_id, "lease": lease_ms},
+            atomic=True,
         )
         if not renewed.rows:
             return Renewed(None, {})
@@ -379,11 +522,20 @@ class PostgresqlDialect(Dialect):
 
     def remove_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
         freed, deleted, left = ex.run_batch(
-            [RUN["FREE_LEASES"], RUN["DELETE_SESSIONS"], RUN["DELETE_MEMBERS"]],
+            self._statements("FREE_LEASES", "DELETE_SESSIONS", "DELETE_MEMBERS"),
             {"ids": list(session_ids)},
             atomic=True,
         )
         return Removed(deleted.rowcount, [row[0] for row in freed.rows], [row[0] for row in left.rows])
+
+    def purge_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
+        *_, purged = ex.run_batch(
+            self._statements("LOCK_PURGED_LEASES", "LOCK_PURGED_SESSIONS", "PURGE"),
+            {"ids": list(session_ids)},
+            atomic=True,
+        )
+        deleted, released, groups = purged.rows[0]
+        return Removed(int(deleted), list(released), list(groups))
 
     def expired_sessions(self, ex: Executor, limit: int) -> list[str]:
         return [row[0] for row in ex.run(EXPIRED, {"limit": limit}).rows]
@@ -397,17 +549,22 @@ class PostgresqlDialect(Dialect):
         params = {"sid": session_id, "name": name}
         remaining, token, held = ex.run(TAKE_FREE, params).rows[0]
         if remaining is not None and token is None and not held:
-            # A holder that looks dead (or is the caller): decide with the row locked.
-            _, decided = ex.run_batch([RUN["LOCK_LEASE"], RUN["TAKE"]], params, atomic=True)
+            # A holder that looks dead (or is the caller): decide with the rows locked.
+            *_, decided = ex.run_batch(
+                self._statements("LOCK_LEASE", "LOCK_SESSIONS", "TAKE"), params, atomic=True
+            )
             remaining, token = decided.rows[0]
-        return Acquired(None if remaining is None else int(remaining), None if token is None else int(token))
+        if remaining is None or remaining <= 0:
+            return Acquired(None, None)
+        return Acquired(int(remaining), None if token is None else int(token))
 
-    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
-        ex.run(RELEASE, {"sid": session_id, "name": name, "token": token})
-        return None  # waiters are woken by NOTIFY: the engine learns of them when they refuse it
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> tuple[bool, bool | None]:
+        freed = ex.run(self._statement(RELEASE), {"sid": session_id, "name": name, "token": token}).rows
+        # waiters are woken by NOTIFY: the engine learns of them as they refuse
+        return bool(freed and freed[0][-1]), None
 
     def force_release(self, ex: Executor, name: str) -> bool:
-        was_live, _ = ex.run(FORCE_RELEASE, {"name": name}).rows[0]
+        was_live, _ = ex.run(self._statement(FORCE_RELEASE), {"name": name}).rows[0]
         return bool(was_live)
 
     def owner(self, ex: Executor, name: str) -> Row | None:
@@ -421,11 +578,14 @@ class PostgresqlDialect(Dialect):
     # -- groups -----------------------------------------------------------------------
 
     def join(self, ex: Executor, session_id: str, group: str) -> bool:
-        live, _ = ex.run(JOIN, {"sid": session_id, "group": group}).rows[0]
+        _, joined = ex.run_batch(
+            self._statements("SHARE_SESSION", "JOIN"), {"sid": session_id, "group": group}, atomic=True
+        )
+        live, _ = joined.rows[0]
         return bool(live)
 
     def leave(self, ex: Executor, session_id: str, group: str) -> bool:
-        return bool(ex.run(LEAVE, {"sid": session_id, "group": group}).rows)
+        return bool(ex.run(self._statement(LEAVE), {"sid": session_id, "group": group}).rows)
 
     def members(self, ex: Executor, group: str) -> list[Row]:
         return ex.run(MEMBERS, {"group": group}).rows
@@ -438,6 +598,9 @@ class PostgresqlDialect(Dialect):
 
     def is_timeout(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) in TIMEOUT_STATES
+
+    def is_deadlock(self, error: BaseException) -> bool:
+        return getattr(error, "sqlstate", None) == DEADLOCK_DETECTED
 
     def is_missing_table(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) == UNDEFINED_TABLE

@@ -232,12 +232,12 @@ class SqliteDialect(StatementDialect):
 
     # -- leases -----------------------------------------------------------------------
 
-    def release(self, ex: Executor, session_id: str, name: str, token: int) -> bool | None:
+    def release(self, ex: Executor, session_id: str, name: str, token: int) -> tuple[bool, bool | None]:
         params = {"sid": session_id, "name": name, "token": token}
-        released, wanted = ex.run_batch([RELEASE, WANTED], params, atomic=False)
+        live, released, wanted = ex.run_batch([LIVE, RELEASE, WANTED], params, atomic=True)
         if released.rowcount <= 0 or not wanted.rows:
-            return None
-        return bool(wanted.rows[0][0])
+            return False, None
+        return bool(live.rows), bool(wanted.rows[0][0])
 
     # -- groups -----------------------------------------------------------------------
 
