@@ -51,10 +51,6 @@ class AsyncLock(LockBase):
         request = Request(self, waits=timeout != 0, waiter=LoopWaiter(loop))
         try:
             error = await self._first_attempt(port, request, timeout)
-            if self._retries_on_a_new_session(request, error, timeout):
-                self._give_up(port, request)
-                request = Request(self, waits=False, waiter=LoopWaiter(loop))
-                error = await self._first_attempt(port, request, timeout)
             if timeout != 0 and not hopeless(error):
                 await self._wait(port, request, started, timeout)
         except BaseException:

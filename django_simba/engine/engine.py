@@ -58,7 +58,7 @@ class Engine:
         self.backend = backend
         self.config = config or EngineConfig()
         self.runtime: Runtime = runtime or ThreadRuntime()
-        self.observers: list[EngineObserver] = []
+        self._observers: list[EngineObserver] = []
         self._pid = self.runtime.pid()
         self.fork_hold = ForkHold()  # kept across forks: it is what the parent keeps for its children
         self._build()
@@ -66,7 +66,7 @@ class Engine:
 
     def _build(self) -> None:
         """The parts, and their state, anew (at construction and in a forked child)."""
-        context = self._context = Context(self.backend, self.config, self.runtime, self.observers)
+        context = self._context = Context(self.backend, self.config, self.runtime, self._observers)
         keeper = self.keeper = SessionKeeper(context)
         self.lines = Lines(context, keeper, self.wait_for_session)
         self.membership = Membership(context, keeper, self.wait_for_session)
@@ -77,6 +77,15 @@ class Engine:
         self._notification_listeners: list[Callable[[Notification], None]] = []
 
     # -- public state --------------------------------------------------------------------
+
+    @property
+    def observers(self) -> list[EngineObserver]:
+        """Who watches the engine (signals, metrics); replace the list to change it from any thread."""
+        return self._observers
+
+    @observers.setter
+    def observers(self, observers: list[EngineObserver]) -> None:
+        self._observers = self._context.observers = observers
 
     @property
     def mutex(self) -> threading.RLock:

@@ -402,6 +402,9 @@ class Lines:
         slot.busy = None
         if outcome.error is not None:
             logger.warning("django-simba: release of %r failed: %s", slot.name, outcome.error)
+            # Back off: at once, the next attempt would find the same term, fail to free it again...
+            self._retry_later(slot, self.pacing.poll_delay(slot))
+            return
         self.kick(slot)
 
     # -- the session's life (hooks of the keeper) ---------------------------------------------

@@ -18,7 +18,7 @@ from types import EllipsisType, TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from ..errors import ConfigurationError, EngineClosed, LeaseLost, LeaseNotHeld, LockHeld, LockTimeout
-from ..spi import SessionExpired, validate_name
+from ..spi import validate_name
 from .contender import Contender
 from .term import EndReason, Term
 from .waiters import ThreadWaiter, Waiter
@@ -146,13 +146,6 @@ class LockBase:
     def _session_wait(port: Port, timeout: float | None) -> float | None:
         return None if timeout is None else max(timeout, port.backend.timeout)
 
-    @staticmethod
-    def _retries_on_a_new_session(
-        request: Request, error: BaseException | None, timeout: float | None
-    ) -> bool:
-        """A one-shot try that met the end of its session: the engine is opening the next one."""
-        return timeout == 0 and request.term is None and isinstance(error, SessionExpired)
-
     def _give_up(self, port: Port, request: Request) -> None:
         """Leave the line (a late grant is then passed on, never kept)."""
         with port.mutex:
@@ -245,10 +238,6 @@ class Lock(LockBase):
         started = port.now()
         request = Request(self, waits=timeout != 0)
         error = port.acquire_now(request, self._session_wait(port, timeout))
-        if self._retries_on_a_new_session(request, error, timeout):
-            self._give_up(port, request)
-            request = Request(self, waits=False)
-            error = port.acquire_now(request, self._session_wait(port, timeout))
         if timeout != 0 and not request.settled and not hopeless(error):
             self._wait(port, request, started, timeout)
         term = self._outcome(port, request, error, timeout)
