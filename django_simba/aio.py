@@ -7,14 +7,15 @@
     async with alock("invoices:42", timeout=5) as term:
         await save(invoice, fence=term.token)
 
-Every call that may touch the backend runs in a worker thread, so the event loop
-never waits on the network. They share the process's one engine and session
-with the sync API: an ``alock`` and a ``lock`` of the same name exclude each other.
+They share the process's one engine and session with the sync API: an ``alock`` and
+a ``lock`` of the same name exclude each other. A coroutine waiting for a lock, for a
+session or for an election's answer holds no thread: the engine wakes it on its own
+event loop. One-shot backend calls (``aowner``, ``aleases``, a group's ``members``)
+run in the loop's default executor, so the loop never waits on the network.
 
-Cancellation is safe: a cancelled ``acquire`` never leaves the lock held. The
-worker thread of a blocking acquire waits in slices of :data:`WAIT_SLICE`
-seconds, so a cancelled wait frees its thread within one slice; a term granted
-after the cancellation is released at once.
+Cancellation is safe: a cancelled ``acquire`` leaves the line at once and never leaves
+the lock held (a term granted as it was cancelled is released at once); a release or
+close that has started always finishes.
 """
 
 from __future__ import annotations
@@ -25,24 +26,21 @@ import contextvars
 import functools
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from types import EllipsisType, TracebackType
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from .engine import AsyncLock as EngineAsyncLock
 from .engine import EndReason, Term
-from .errors import LeaseLost, LockHeld
-from .spi import LeaseInfo, LeaseNotHeld, LockTimeout, Member, validate_name
+from .engine.waiters import session_live
+from .spi import LeaseInfo, Member, validate_name
 
 if TYPE_CHECKING:
-    from .engine import Election, Group, Lock
+    from .engine import Election, Group
 
 logger = logging.getLogger("django_simba.aio")
 
-P = ParamSpec("P")
 R = TypeVar("R")
-
-#: Longest a worker thread blocks in one attempt of a waiting acquire.
-WAIT_SLICE = 1.0
 
 #: A callback may be a plain function (run on the engine's callback thread) or a coroutine function
 #: (run on the event loop that created the election or group).
@@ -50,10 +48,10 @@ TermCallback = Callable[[Term], Any]
 
 
 async def _in_thread(fn: Callable[..., R], *args: Any) -> R:
-    """Run a blocking call in a worker thread and wait for it, even when cancelled meanwhile.
+    """Run a one-shot blocking call in a worker thread and wait for it, even when cancelled meanwhile.
 
     A call that has started cannot be stopped; shielding it means it is never
-    silently abandoned half-way (releases and closes always finish).
+    silently abandoned half-way (closes always finish).
     """
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
@@ -67,12 +65,13 @@ def _get_engine() -> Any:
     return get_engine()
 
 
-class AsyncLock:
-    """An exclusive lock on ``name`` for coroutines; see :func:`alock`.
+class AsyncLock(EngineAsyncLock):
+    """An exclusive lock on ``name`` for coroutines, on the process's engine; see :func:`alock`.
 
     Not re-entrant: a task that acquires a lock it already holds gets
-    :class:`~django_simba.engine.LockHeld`. Tasks may share one ``AsyncLock``
-    (the others wait); every acquisition gets a term with a new token.
+    :class:`~django_simba.LockHeld`. Tasks may share one ``AsyncLock`` (the others
+    wait); every acquisition gets a term with a new token. The engine is looked up at
+    each acquisition, so a lock made at import time follows a changed ``SIMBA`` setting.
     """
 
     def __init__(
@@ -83,122 +82,7 @@ class AsyncLock:
         max_hold: float | None = None,
         on_lost: Callable[[Term, EndReason], Any] | None = None,
     ) -> None:
-        self.name = validate_name(name)
-        _check_timeout(timeout)
-        self.timeout = timeout
-        self.max_hold = max_hold
-        self.on_lost = on_lost
-        self._held: Lock | None = None
-        self._holder_task: asyncio.Task[Any] | None = None
-
-    @property
-    def term(self) -> Term | None:
-        """The held term, or ``None``."""
-        held = self._held
-        return held.term if held is not None else None
-
-    def locked(self) -> bool:
-        """True while this object holds a valid term (checked in memory)."""
-        term = self.term
-        return term is not None and term.is_valid()
-
-    async def acquire(self, timeout: float | EllipsisType | None = ...) -> Term:
-        """Wait up to ``timeout`` seconds (``None``: forever; 0: one try); else :class:`LockTimeout`."""
-        if isinstance(timeout, EllipsisType):
-            timeout = self.timeout
-        _check_timeout(timeout)
-        task = asyncio.current_task()
-        if task is not None and self._held is not None and self._holder_task is task:
-            raise LockHeld(f"lock {self.name!r} is already held by this task (locks are not re-entrant)")
-        loop = asyncio.get_running_loop()
-        # One engine Lock per acquisition: engine locks spot re-entry by thread, and workers are shared.
-        lock: Lock = await _in_thread(
-            lambda: _get_engine().lock(self.name, max_hold=self.max_hold, on_lost=self.on_lost)
-        )
-        deadline = None if timeout is None else loop.time() + timeout
-        last_error: LockTimeout | None = None
-        while True:
-            remaining = None if deadline is None else max(0.0, deadline - loop.time())
-            attempt = WAIT_SLICE if remaining is None else min(WAIT_SLICE, remaining)
-            try:
-                term = await _acquire_cancellable(lock, attempt)
-            except LockTimeout as error:
-                last_error = error
-                if remaining is not None and remaining <= attempt:
-                    raise LockTimeout(f"lock {self.name!r} not acquired within {timeout} s") from last_error
-                continue
-            self._held, self._holder_task = lock, task
-            return term
-
-    async def try_acquire(self) -> Term | None:
-        """One attempt: the term, or ``None`` when another holder has it."""
-        try:
-            return await self.acquire(0)
-        except LockTimeout:
-            return None
-
-    async def release(self) -> None:
-        """Release the held term (the backend call finishes even if this task is cancelled)."""
-        held = self._held
-        if held is None:
-            raise LeaseNotHeld(f"lock {self.name!r} is not held")
-        # Cleared first: a task sharing this object may be granted the name as soon as it is freed.
-        self._held = self._holder_task = None
-        await _in_thread(held.release)
-
-    async def __aenter__(self) -> Term:
-        return await self.acquire()
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc is None:
-            await self.release()
-            return
-        try:
-            await self.release()
-        except LeaseLost as lost:  # the block's own error is the one to see
-            logger.warning("django-simba: %s while the block raised %r", lost, exc)
-
-    def __call__(self, fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
-        """Use as a decorator on a coroutine function: every call runs while holding the lock."""
-
-        @functools.wraps(fn)
-        async def locked(*args: P.args, **kwargs: P.kwargs) -> R:
-            async with self:
-                return await fn(*args, **kwargs)
-
-        return locked
-
-    def __repr__(self) -> str:
-        return f"<AsyncLock {self.name!r} term={self.term!r}>"
-
-
-async def _acquire_cancellable(lock: Lock, seconds: float) -> Term:
-    """One blocking attempt in a worker thread; if the waiting task is cancelled, give back a late grant."""
-    loop = asyncio.get_running_loop()
-    context = contextvars.copy_context()
-    future = loop.run_in_executor(None, functools.partial(context.run, lock.acquire, seconds))
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        future.add_done_callback(functools.partial(_release_late_grant, lock))
-        raise
-
-
-def _release_late_grant(lock: Lock, future: asyncio.Future[Term]) -> None:
-    if future.cancelled() or future.exception() is not None:
-        return
-    logger.debug("django-simba: releasing %r, granted after its waiter was cancelled", lock.name)
-    try:
-        asyncio.get_running_loop().run_in_executor(None, functools.partial(_release_quietly, lock))
-    except RuntimeError:  # the loop is closing: release right here
-        _release_quietly(lock)
-
-
-def _release_quietly(lock: Lock) -> None:
-    with contextlib.suppress(LeaseLost):  # nobody acted on a term granted after its waiter left
-        lock.release()
+        super().__init__(_get_engine, name, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
 
 
 def alock(
@@ -285,9 +169,11 @@ class AsyncElection:
                 notifier.wake()
                 notifier.run(self.on_revoked, term)
 
-            self._election = await _in_thread(
+            election: Election = await _in_thread(
                 lambda: _get_engine().election(self.name, on_elected=elected, on_revoked=revoked)
             )
+            election.add_listener(notifier.wake)  # refused, or the engine closed: a decision too
+            self._election = election
             return self
 
     def __await__(self) -> Any:
@@ -323,15 +209,17 @@ class AsyncElection:
     async def wait_decided(self, timeout: float | None = None) -> bool:
         """Wait for the first answer (won, or led elsewhere); False on timeout."""
         await self.start()
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        while True:  # in slices, so a cancelled wait frees its worker thread soon
-            remaining = None if deadline is None else max(0.0, deadline - loop.time())
-            attempt = WAIT_SLICE if remaining is None else min(WAIT_SLICE, remaining)
-            if await _in_thread(self.election.wait_decided, attempt):
-                return True
-            if remaining is not None and remaining <= attempt:
-                return False
+        notifier = self._notifier
+        assert notifier is not None
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    notifier.changed.clear()
+                    if self.election.wait_decided(0):
+                        return True
+                    await notifier.changed.wait()
+        except TimeoutError:
+            return False
 
     async def leader(self) -> LeaseInfo | None:
         """Who leads now, as the backend sees it."""
@@ -395,7 +283,9 @@ class AsyncGroup:
     async def join(self, timeout: float | None = None) -> None:
         """Become a member for as long as this process's sessions live (until :meth:`leave`)."""
         group = await self._handle()
-        await _in_thread(group.join, timeout)
+        engine = _get_engine()
+        await session_live(engine, engine.backend.timeout if timeout is None else timeout)
+        await _in_thread(group.join, timeout)  # a session is live: one round trip
 
     async def leave(self) -> None:
         group = await self._handle()
@@ -447,17 +337,7 @@ async def aleases(prefix: str = "") -> list[LeaseInfo]:
     return await _in_thread(lambda: _get_engine().leases(prefix))
 
 
-def _check_timeout(timeout: object) -> None:
-    if timeout is None:
-        return
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise TypeError(f"timeout must be None or a number of seconds, not {timeout!r}")
-    if timeout < 0:
-        raise ValueError(f"timeout must be >= 0 seconds, not {timeout!r}")
-
-
 __all__ = [
-    "WAIT_SLICE",
     "AsyncElection",
     "AsyncGroup",
     "AsyncLock",

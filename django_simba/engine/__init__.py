@@ -6,18 +6,21 @@ simulation.
 """
 
 from ..errors import EngineClosed, LeaseLost, LockHeld
+from .alock import AsyncLock
 from .config import EngineConfig
 from .election import Election
 from .engine import Engine
 from .group import Group
 from .lock import Lock
 from .observer import EngineObserver
+from .port import Port
 from .runtime import CONTEND_LANE, SESSION_LANE, Outcome, Runtime, ThreadRuntime, Timer
 from .term import EndReason, Term
 
 __all__ = [
     "CONTEND_LANE",
     "SESSION_LANE",
+    "AsyncLock",
     "Election",
     "EndReason",
     "Engine",
@@ -29,6 +32,7 @@ __all__ = [
     "Lock",
     "LockHeld",
     "Outcome",
+    "Port",
     "Runtime",
     "Term",
     "ThreadRuntime",

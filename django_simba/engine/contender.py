@@ -1,4 +1,4 @@
-"""What the engine needs from anything that contends for a name (a lock, an election)."""
+"""What the engine needs from anything that contends for a name (a lock request, an election)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ if TYPE_CHECKING:
 
 
 class Contender:
-    """A local contender: the engine hands it terms and tells it when they end.
+    """A local contender: the engine hands it terms and tells it what became of its attempts.
 
-    Both hooks are called with the engine's mutex held: they only update state
-    and schedule work (callbacks go through the runtime's callback thread).
+    Every hook is called with the engine's mutex held: hooks only update state and wake
+    whoever waits (user callbacks go through the runtime's callback thread).
     """
 
     kind = "contender"
@@ -33,7 +33,10 @@ class Contender:
         raise NotImplementedError
 
     def _refused(self) -> None:
-        """An attempt found the name held by another session."""
+        """An attempt found the name held by another session (or by another contender here)."""
+
+    def _attempt_failed(self, error: BaseException) -> None:
+        """An attempt for the name failed (the backend did not answer); it is retried later."""
 
     def _engine_closed(self) -> None:
         """The engine closed while this contender waited in line: it will never be granted."""
@@ -45,3 +48,10 @@ class Contender:
         switch fewer than an attempt on the engine's lane, whose reply must then wake it.
         """
         return False
+
+    def _contends_after_fork(self) -> bool:
+        """In a forked child: whether to go on contending there (a lock's waiting thread is gone)."""
+        return False
+
+    def _forked(self) -> None:
+        """In a forked child, before contending afresh: forget the parent's term."""

@@ -18,7 +18,7 @@ from .contender import Contender
 from .term import EndReason, Term
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from .port import Port
 
 Callback = Callable[[Term], Any]
 
@@ -30,7 +30,7 @@ class Election(Contender):
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Port,
         name: str,
         *,
         on_elected: Callback | None = None,
@@ -44,15 +44,17 @@ class Election(Contender):
         self._closed = False
         self.terms_won = 0
         self._decided = threading.Event()  # set once an attempt won or found another leader
+        #: Called (mutex held, never blocking) whenever leadership may have changed: async waiters.
+        self._listeners: list[Callable[[], None]] = []
 
     def start(self) -> Election:
         """Begin contending (called by the engine's factory); a pre-fork parent keeps it for its children."""
-        with self.engine._mutex:
-            if self.engine.fork_hold.park(self):
+        with self.engine.mutex:
+            if self.engine.park_for_fork(self):
                 return self
         self.engine.start()
-        with self.engine._mutex:
-            self.engine._enqueue(self)
+        with self.engine.mutex:
+            self.engine.enqueue(self)
         return self
 
     @property
@@ -80,11 +82,11 @@ class Election(Contender):
     def close(self) -> None:
         """Stop contending; a leader releases at once (``on_revoked`` runs)."""
         engine = self.engine
-        with engine._mutex:
+        with engine.mutex:
             if self._closed:
                 return
             self._closed = True
-            engine._withdraw(self)
+            engine.withdraw(self)
             term = self._term
         if term is not None:
             engine.release_now(self, term)
@@ -95,10 +97,14 @@ class Election(Contender):
         self._term = term
         self.terms_won += 1
         self._decided.set()
+        self._changed()
         if self.on_elected is not None:
             on_elected = self.on_elected
             self.engine.run_callback(lambda: on_elected(term))
         return True
+
+    def _contends_after_fork(self) -> bool:
+        return not self._closed
 
     def _forked(self) -> None:
         """In a forked child: the parent's term is not ours; contend afresh."""
@@ -107,17 +113,35 @@ class Election(Contender):
 
     def _refused(self) -> None:
         self._decided.set()
+        self._changed()
+
+    def _engine_closed(self) -> None:
+        self._changed()
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` (engine mutex held; it must not block) whenever leadership may change."""
+        with self.engine.mutex:
+            self._listeners = [*self._listeners, listener]
+
+    def remove_listener(self, listener: Callable[[], None]) -> None:
+        with self.engine.mutex:
+            self._listeners = [x for x in self._listeners if x is not listener]
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            listener()
 
     def _ended(self, term: Term, reason: EndReason) -> None:
         if self._term is term:
             self._term = None
+        self._changed()
         if self.on_revoked is not None:
             on_revoked = self.on_revoked
             self.engine.run_callback(lambda: on_revoked(term))
         if not self._closed and reason is not EndReason.CLOSED:
             # Back in line; after a loss the holder is elsewhere, so do not hammer the backend.
             delay = None if reason in (EndReason.SESSION_EXPIRED, EndReason.DEADLINE) else self._retry_delay()
-            self.engine._enqueue(self, delay=delay)
+            self.engine.enqueue(self, delay=delay)
 
     def _retry_delay(self) -> float:
         half = self.engine.config.renew_interval / 2

@@ -16,7 +16,7 @@ from ..spi import Member, Notification, NotificationKind, validate_name
 from .runtime import Outcome
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from .port import Port
     from .runtime import Timer
 
 ChangeCallback = Callable[[list[Member]], Any]
@@ -25,7 +25,7 @@ ChangeCallback = Callable[[list[Member]], Any]
 class Group:
     """A handle on the group ``name``."""
 
-    def __init__(self, engine: Engine, name: str, *, on_change: ChangeCallback | None = None) -> None:
+    def __init__(self, engine: Port, name: str, *, on_change: ChangeCallback | None = None) -> None:
         self.engine = engine
         self.name = validate_name(name)
         self.on_change = on_change

@@ -1,10 +1,11 @@
 """Locks: a blocking, exclusive term on a name, renewed by the session while held.
 
-A :class:`Lock` is **not re-entrant**: acquiring a lock that the same object
-already holds raises :class:`LockHeld` instead of deadlocking. Several threads
-may share one ``Lock`` object (the others wait), or each make their own for the
-same name; either way, two threads never hold the name at once, and every
-holder gets a term with a new, higher token.
+A :class:`Lock` is **not re-entrant**: acquiring a lock that the same thread already
+holds raises :class:`LockHeld` instead of deadlocking. Several threads may share one
+``Lock`` object (the others wait), or each make their own for the same name; either way,
+two threads never hold the name at once, and every holder gets a term with a new, higher
+token. :class:`~.alock.AsyncLock` is the same lock for coroutines: both are built on
+:class:`LockBase`, so their checks, timeouts, maximum hold and loss reports cannot drift.
 """
 
 from __future__ import annotations
@@ -16,92 +17,111 @@ from collections.abc import Callable
 from types import EllipsisType, TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from ..errors import EngineClosed, LeaseLost, LeaseNotHeld, LockHeld, LockTimeout
+from ..errors import ConfigurationError, EngineClosed, LeaseLost, LeaseNotHeld, LockHeld, LockTimeout
 from ..spi import validate_name
 from .contender import Contender
 from .term import EndReason, Term
+from .waiters import ThreadWaiter, Waiter
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from .port import Port
     from .runtime import Timer
-
-logger = logging.getLogger("django_simba.engine")
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+logger = logging.getLogger("django_simba.engine")
 
-class _Request(Contender):
-    """One acquisition attempt of a lock; lives until it is granted or abandoned."""
+
+class Request(Contender):
+    """One acquisition attempt of a lock; lives until it is granted or abandoned.
+
+    Every hook runs with the engine's mutex held, as do the caller's reads of its fields.
+    """
 
     kind = "lock"
 
-    def __init__(self, lock: Lock, *, waits: bool) -> None:
+    def __init__(self, lock: LockBase, *, waits: bool, waiter: Waiter | None = None) -> None:
         super().__init__(lock.name, waits=waits)
         self.lock = lock
-        # Made only when the caller has to wait: most acquisitions are granted in the caller's thread.
-        # Set when a term is granted, and when the engine hands the caller an attempt to make.
-        self.done: threading.Event | None = None
+        # A thread's waiter is made only once it has to wait: most acquisitions are granted at once.
+        self.waiter = waiter
         self.term: Term | None = None
         self.abandoned = False
         self.engine_closed = False
+        self.error: BaseException | None = None  # of the last attempt the engine made for it
+
+    def _wake(self) -> None:
+        if self.waiter is not None:
+            self.waiter.wake()
 
     def _granted(self, term: Term) -> bool:
-        # Called with the engine's mutex held, as is the creation of ``done``.
         if self.abandoned:
             return False
         self.term = term
-        if self.done is not None:
-            self.done.set()
+        self._wake()
         return True
 
     def _attempt_here(self, session_id: str) -> bool:
-        # Called with the engine's mutex held, as are the caller's reads of ``attempt_session``.
-        if self.done is None or self.abandoned:
-            return False  # not waiting yet, or not any more: the engine's lane makes it
+        waiter = self.waiter
+        if waiter is None or not waiter.attempts_here or self.abandoned:
+            return False  # not waiting yet, or not in a thread of its own: the engine's lane makes it
         self.attempt_session = session_id
-        self.done.set()
+        waiter.wake()
         return True
 
+    def _attempt_failed(self, error: BaseException) -> None:
+        self.error = error
+        if hopeless(error):
+            self._wake()  # retrying cannot help: the caller says why at once
+
     def _ended(self, term: Term, reason: EndReason) -> None:
-        self.lock._term_ended(self, term, reason)
+        self.lock._term_ended(term, reason)
 
     def _engine_closed(self) -> None:
-        # Called with the engine's mutex held, as are the caller's reads of ``engine_closed``.
         self.engine_closed = True
-        if self.done is not None:
-            self.done.set()
+        self._wake()
+
+    @property
+    def settled(self) -> bool:
+        """Granted, or never will be."""
+        return self.term is not None or self.engine_closed or hopeless(self.error)
 
 
-class Lock:
-    """An exclusive lock on ``name`` (see the module docstring).
+def hopeless(error: BaseException | None) -> bool:
+    """An attempt's error that no retry can mend (a misconfiguration)."""
+    return isinstance(error, ConfigurationError)
 
-    ``timeout`` is the default for :meth:`acquire` and the context manager
-    (``None``: wait forever); ``max_hold`` releases the lock automatically after
-    that many seconds; ``on_lost(term, reason)`` runs on the callback thread when
-    a held term ends without :meth:`release` (taken over, session expired...).
+
+class LockBase:
+    """What a lock is whoever waits for it: its name, timings, held term, and how terms end.
+
+    ``port`` is the engine, or a callable returning it (resolved at each acquisition).
     """
 
     def __init__(
         self,
-        engine: Engine,
+        port: Port | Callable[[], Port],
         name: str,
         *,
         timeout: float | None = None,
         max_hold: float | None = None,
         on_lost: Callable[[Term, EndReason], Any] | None = None,
     ) -> None:
-        self.engine = engine
+        self._port = port
         self.name = validate_name(name)
-        _check_seconds("timeout", timeout)
-        _check_seconds("max_hold", max_hold, allow_zero=False)
+        check_seconds("timeout", timeout)
+        check_seconds("max_hold", max_hold, allow_zero=False)
         self.timeout = timeout
         self.max_hold = max_hold
         self.on_lost = on_lost
-        self._mutex = threading.Lock()
-        self._holder: _Request | None = None
-        self._holder_thread: int | None = None
+        self._holder: Request | None = None
         self._max_hold_timer: Timer | None = None
+
+    @property
+    def engine(self) -> Port:
+        port = self._port
+        return port if not callable(port) else port()
 
     @property
     def term(self) -> Term | None:
@@ -114,55 +134,136 @@ class Lock:
         term = self.term
         return term is not None and term.is_valid()
 
+    # -- shared steps of an acquisition ---------------------------------------------------
+
+    def _timeout_for(self, timeout: float | EllipsisType | None) -> float | None:
+        if isinstance(timeout, EllipsisType):
+            timeout = self.timeout
+        check_seconds("timeout", timeout)
+        return timeout
+
+    @staticmethod
+    def _session_wait(port: Port, timeout: float | None) -> float | None:
+        return None if timeout is None else max(timeout, port.backend.timeout)
+
+    def _give_up(self, port: Port, request: Request) -> None:
+        """Leave the line (a late grant is then passed on, never kept)."""
+        with port.mutex:
+            if request.term is None:
+                request.abandoned = True
+                port.withdraw(request)
+
+    def _outcome(
+        self, port: Port, request: Request, error: BaseException | None, timeout: float | None
+    ) -> Term:
+        """The granted term, or the error that says why there is none."""
+        self._give_up(port, request)
+        term = request.term
+        if term is not None:
+            return term
+        if request.engine_closed:
+            raise EngineClosed(f"the engine closed while lock {self.name!r} was waited for")
+        error = error or request.error
+        if hopeless(error) or (timeout == 0 and error is not None):
+            assert error is not None
+            raise error
+        detail = f" (last error: {error})" if error is not None else ""
+        raise LockTimeout(f"lock {self.name!r} not acquired within {timeout} s{detail}")
+
+    def _hold(self, port: Port, request: Request, term: Term) -> None:
+        self._holder = request
+        if self.max_hold is not None:
+            self._max_hold_timer = port.call_later(
+                self.max_hold, lambda: self._reach_max_hold(port, request, term)
+            )
+
+    def _reach_max_hold(self, port: Port, request: Request, term: Term) -> None:
+        with port.mutex:
+            port.release_later(request, term, EndReason.MAX_HOLD)
+
+    def _unhold(self) -> tuple[Request, Term]:
+        """Forget the held term before releasing it; LeaseNotHeld when there is none."""
+        holder = self._holder
+        if holder is None or holder.term is None:
+            raise LeaseNotHeld(f"lock {self.name!r} is not held")
+        self._holder = None
+        if self._max_hold_timer is not None:
+            self._max_hold_timer.cancel()
+            self._max_hold_timer = None
+        return holder, holder.term
+
+    @staticmethod
+    def _released(term: Term, reason: EndReason) -> None:
+        if reason is not EndReason.RELEASED:
+            raise LeaseLost(term, reason)
+
+    def _term_ended(self, term: Term, reason: EndReason) -> None:
+        if reason is not EndReason.RELEASED and self.on_lost is not None:
+            on_lost = self.on_lost
+            self.engine.run_callback(lambda: on_lost(term, reason))
+
+
+class Lock(LockBase):
+    """An exclusive lock on ``name`` (see the module docstring).
+
+    ``timeout`` is the default for :meth:`acquire` and the context manager
+    (``None``: wait forever); ``max_hold`` releases the lock automatically after
+    that many seconds (reported as a loss); ``on_lost(term, reason)`` runs on the
+    callback thread when a held term ends without :meth:`release` (taken over,
+    session expired, maximum hold time...).
+    """
+
+    def __init__(
+        self,
+        port: Port | Callable[[], Port],
+        name: str,
+        *,
+        timeout: float | None = None,
+        max_hold: float | None = None,
+        on_lost: Callable[[Term, EndReason], Any] | None = None,
+    ) -> None:
+        super().__init__(port, name, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
+        self._mutex = threading.Lock()
+        self._holder_thread: int | None = None
+
     def acquire(self, timeout: float | EllipsisType | None = ..., *, blocking: bool = True) -> Term:
         """Wait up to ``timeout`` seconds (``None``: forever; 0: one try) and return the term.
 
         Raises :class:`LockTimeout` when the lock could not be had in time.
         """
-        if isinstance(timeout, EllipsisType):
-            timeout = self.timeout
-        if not blocking:
-            timeout = 0
-        _check_seconds("timeout", timeout)
+        timeout = self._timeout_for(0 if not blocking else timeout)
         if self._holder is not None and self._holder_thread == threading.get_ident():
             raise LockHeld(f"lock {self.name!r} is already held by this thread (locks are not re-entrant)")
-        engine = self.engine
-        started = engine.now()
-        request = _Request(self, waits=timeout != 0)
-        error = engine.acquire_now(request, None if timeout is None else max(timeout, engine.backend.timeout))
-        # ``term`` is set once, under the engine's mutex: read without it, a set term is final.
-        if timeout != 0 and request.term is None:
-            with engine._mutex:
-                if request.term is None and not request.engine_closed:
-                    request.done = threading.Event()
-            done = request.done
-            while done is not None and request.term is None and not request.engine_closed:
-                remaining = None if timeout is None else started + timeout - engine.now()
-                if remaining is not None and remaining <= 0:
-                    break
-                done.wait(remaining)
-                with engine._mutex:
-                    if request.term is not None or request.engine_closed:
-                        break
-                    done.clear()
-                    session_id, request.attempt_session = request.attempt_session, None
-                if session_id is not None:
-                    error = engine.attempt_handed_over(request, session_id) or error
-        if request.term is None:
-            with engine._mutex:
-                if request.term is None:
-                    request.abandoned = True
-                    engine._withdraw(request)
-        term = request.term
-        if term is None:
-            if request.engine_closed:
-                raise EngineClosed(f"the engine closed while lock {self.name!r} was waited for")
-            if timeout == 0 and error is not None:
-                raise error
-            detail = f" (last error: {error})" if error is not None else ""
-            raise LockTimeout(f"lock {self.name!r} not acquired within {timeout} s{detail}")
-        self._adopt(request, term)
+        port = self.engine
+        started = port.now()
+        request = Request(self, waits=timeout != 0)
+        error = port.acquire_now(request, self._session_wait(port, timeout))
+        if timeout != 0 and not request.settled and not hopeless(error):
+            self._wait(port, request, started, timeout)
+        term = self._outcome(port, request, error, timeout)
+        # Another thread sharing this object waits for it to be released first.
+        self._mutex.acquire()
+        self._holder_thread = threading.get_ident()
+        self._hold(port, request, term)
         return term
+
+    def _wait(self, port: Port, request: Request, started: float, timeout: float | None) -> None:
+        with port.mutex:
+            if request.settled:
+                return
+            waiter = request.waiter = ThreadWaiter()
+        while True:
+            remaining = None if timeout is None else started + timeout - port.now()
+            if remaining is not None and remaining <= 0:
+                return
+            waiter.wait(remaining)
+            with port.mutex:
+                if request.settled:
+                    return
+                waiter.clear()
+                session_id, request.attempt_session = request.attempt_session, None
+            if session_id is not None:
+                port.attempt_handed_over(request, session_id)  # its error reaches ``request.error``
 
     def try_acquire(self) -> Term | None:
         """One attempt: the term, or ``None`` when another holder has it."""
@@ -171,16 +272,6 @@ class Lock:
         except LockTimeout:
             return None
 
-    def _adopt(self, request: _Request, term: Term) -> None:
-        # Another thread sharing this object waits for it to be released first.
-        self._mutex.acquire()
-        self._holder = request
-        self._holder_thread = threading.get_ident()
-        if self.max_hold is not None:
-            self._max_hold_timer = self.engine.call_later(
-                self.max_hold, lambda: self.engine.release_later(request, term, EndReason.MAX_HOLD)
-            )
-
     def release(self) -> None:
         """Release the held term.
 
@@ -188,26 +279,13 @@ class Lock:
         when the term had already ended otherwise (taken over, expired, force-released, its
         maximum hold time): whatever ran since then was not protected by the lock.
         """
-        holder = self._holder
-        if holder is None or holder.term is None:
-            raise LeaseNotHeld(f"lock {self.name!r} is not held")
-        term = holder.term
-        self._holder = None
+        holder, term = self._unhold()
         self._holder_thread = None
-        if self._max_hold_timer is not None:
-            self._max_hold_timer.cancel()
-            self._max_hold_timer = None
         try:
             reason = self.engine.release_now(holder, term)
         finally:
             self._mutex.release()
-        if reason is not EndReason.RELEASED:
-            raise LeaseLost(term, reason)
-
-    def _term_ended(self, request: _Request, term: Term, reason: EndReason) -> None:
-        if reason is not EndReason.RELEASED and self.on_lost is not None:
-            on_lost = self.on_lost
-            self.engine.run_callback(lambda: on_lost(term, reason))
+        self._released(term, reason)
 
     def __enter__(self) -> Term:
         return self.acquire()
@@ -231,15 +309,6 @@ class Lock:
         return f"<Lock {self.name!r} term={self.term!r}>"
 
 
-def _check_seconds(field: str, value: object, *, allow_zero: bool = True) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{field} must be None or a number of seconds, not {value!r}")
-    if value < 0 or (not allow_zero and value == 0):
-        raise ValueError(f"{field} must be {'>= 0' if allow_zero else '> 0'} seconds, not {value!r}")
-
-
 def release_after(release: Callable[[], None], error: BaseException | None) -> None:
     """Release at the end of a ``with`` block; a lost term raises only if the block did not.
 
@@ -252,3 +321,12 @@ def release_after(release: Callable[[], None], error: BaseException | None) -> N
         release()
     except LeaseLost as lost:
         logger.warning("django-simba: %s while the block raised %r", lost, error)
+
+
+def check_seconds(field: str, value: object, *, allow_zero: bool = True) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{field} must be None or a number of seconds, not {value!r}")
+    if value < 0 or (not allow_zero and value == 0):
+        raise ValueError(f"{field} must be {'>= 0' if allow_zero else '> 0'} seconds, not {value!r}")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .election import Election
+    from .contender import Contender
     from .engine import Engine
 
 
@@ -34,22 +34,22 @@ class ForkHold:
         self.start_in_child = False
         #: Asked in a forked child: False keeps holding there (a fork that only daemonizes the parent).
         self.child_serves: Callable[[], bool] = _always
-        self._parked: list[Election] = []
+        self._parked: list[Contender] = []
 
-    def park(self, election: Election) -> bool:
-        """Keep ``election`` for the children instead of contending here; False when not holding."""
+    def park(self, candidate: Contender) -> bool:
+        """Keep ``candidate`` for the children instead of contending here; False when not holding."""
         if not self.active:
             return False
-        self._parked = [e for e in self._parked if not e.closed] + [election]
+        self._parked = [c for c in self._parked if c._contends_after_fork()] + [candidate]
         return True
 
-    def take(self) -> tuple[list[Election], bool]:
+    def take(self) -> tuple[list[Contender], bool]:
         """Stop holding: the candidacies still open, and whether the engine must start."""
-        parked, start = [e for e in self._parked if not e.closed], self.start_in_child
+        parked, start = [c for c in self._parked if c._contends_after_fork()], self.start_in_child
         self.active, self.start_in_child, self._parked = False, False, []
         return parked, start
 
-    def take_in_child(self) -> tuple[list[Election], bool]:
+    def take_in_child(self) -> tuple[list[Contender], bool]:
         """In a forked child: what it takes over, unless it does not serve either."""
         if not self.active or not self.child_serves():
             return [], False
@@ -58,7 +58,7 @@ class ForkHold:
 
 def hold_for_children(engine: Engine, *, start_in_child: bool = False) -> None:
     """Make ``engine`` hold from now on (idempotent); ``start_in_child`` carries AUTOSTART over."""
-    with engine._mutex:
+    with engine.mutex:
         hold = engine.fork_hold
         hold.active = True
         hold.start_in_child = hold.start_in_child or start_in_child
@@ -66,11 +66,11 @@ def hold_for_children(engine: Engine, *, start_in_child: bool = False) -> None:
 
 def serve_here(engine: Engine) -> None:
     """This process serves after all: start what was held, here."""
-    with engine._mutex:
+    with engine.mutex:
         parked, start = engine.fork_hold.take()
     if not (parked or start) or engine.closed:
         return
     engine.start()
-    with engine._mutex:
-        for election in parked:
-            engine._enqueue(election)
+    with engine.mutex:
+        for candidate in parked:
+            engine.enqueue(candidate)

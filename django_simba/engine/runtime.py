@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from ..errors import EngineClosed
 from ..spi.clock import local_clock
 
 logger = logging.getLogger("django_simba.engine")
@@ -214,7 +215,8 @@ class ThreadRuntime:
 
     def submit(self, lane: str, call: Callable[[], T], on_done: Callable[[Outcome[T]], None]) -> None:
         worker = self._lane(lane)
-        if worker is None:
+        if worker is None:  # stopped: say so, rather than leave a caller waiting for ever
+            on_done(Outcome(error=EngineClosed("the engine's threads are stopped")))
             return
 
         def job() -> None:

@@ -10,9 +10,11 @@ import pytest
 from django.test import override_settings
 
 import django_simba
-from django_simba import LockTimeout, aelection, agroup, aleases, alock, aowner, lock
+from django_simba import LockTimeout, aelection, agroup, aleases, alock, aowner, lock, registry
 from django_simba.aio import AsyncLock
 from django_simba.engine import LockHeld
+from django_simba.engine.lock import Request
+from django_simba.engine.waiters import LoopWaiter
 from tests.django.engines import reset_engine
 
 SIMBA = {"BACKEND": "memory", "LEASE_DURATION": 3, "RENEW_INTERVAL": 1, "METADATA": "async-tests"}
@@ -121,25 +123,56 @@ def test_timeout_raises_lock_timeout_in_time():
     assert 1.3 <= waited < 3
 
 
-def test_cancelled_waiter_gives_back_a_grant_that_arrives_late():
+def test_a_cancelled_waiter_leaves_the_line_at_once_and_never_holds_the_name():
     release, thread, tokens = hold_in_thread("cancel-me")
 
     async def main():
         waiter = asyncio.create_task(alock("cancel-me").acquire(timeout=10))
-        await asyncio.sleep(0.2)  # its worker thread now waits for the name
+        engine = registry.get_engine()
+        await wait_for(lambda: _waiting(engine, "cancel-me") == 1)
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
-        # Freed within the worker's wait slice: the worker is granted a term nobody awaits any more.
+        assert _waiting(engine, "cancel-me") == 0  # out of line as it was cancelled
         release.set()
         await asyncio.to_thread(thread.join, 5)
         async with alock("cancel-me", timeout=2) as term:
             return term.token
 
     token = run(main())
-    # Token 1: the holder; 2: granted to the cancelled waiter and given back (else we would wait
-    # in vain for 2 s); 3: ours.
-    assert token == tokens[0] + 2
+    assert token == tokens[0] + 1  # the next term is ours: nothing was granted to the cancelled waiter
+
+
+def test_a_grant_that_races_with_the_cancellation_is_given_back():
+    async def main():
+        lock = alock("raced")
+        engine = registry.get_engine()
+        request = Request(lock, waits=True, waiter=LoopWaiter(asyncio.get_running_loop()))
+        await asyncio.to_thread(engine.wait_for_session, 5)
+        with engine.mutex:
+            engine.enqueue(request)  # granted at once: nobody holds the name
+        await wait_for(lambda: request.term is not None)
+        lock._abandon(engine, request)  # what a cancelled acquire does when its grant came first
+        await wait_for(lambda: engine.owner("raced") is None)
+        async with alock("raced", timeout=2) as term:
+            return request.term.token, term.token
+
+    given_back, next_token = run(main())
+    assert next_token == given_back + 1
+
+
+async def wait_for(condition, timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.005)
+
+
+def _waiting(engine, name: str) -> int:
+    with engine.mutex:
+        slot = engine.lines.slots.get(name)
+        return len(slot.waiting) if slot is not None else 0
 
 
 def test_lock_is_not_reentrant_within_a_task():

@@ -7,12 +7,11 @@ to check what it makes of them. The Redis tests run the real thing end to end.
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from django_simba.engine import Engine
-from django_simba.engine.lock import _Request
+from django_simba.engine.lock import Request
+from django_simba.engine.waiters import ThreadWaiter
 from django_simba.spi import BackendTimeout, LockTimeout, Notification, NotificationKind, Released, Renewal
 from django_simba.testing import wait_until
 
@@ -26,11 +25,11 @@ def engine(threaded_engine: Engine) -> Engine:
     return threaded_engine
 
 
-def _waiter(engine: Engine, name: str) -> _Request:
-    request = _Request(engine.lock(name), waits=True)
-    request.done = threading.Event()
-    with engine._mutex:
-        engine._slot(name).waiting.append(request)
+def _waiter(engine: Engine, name: str) -> Request:
+    request = Request(engine.lock(name), waits=True)
+    request.waiter = ThreadWaiter()
+    with engine.mutex:
+        engine.lines.slot(name).waiting.append(request)
     return request
 
 
@@ -43,9 +42,9 @@ def test_a_waiter_takes_the_term_handed_to_its_session(engine: Engine):
     waiter = _waiter(engine, "handed")
     _handed(engine, "handed", 9)
     assert waiter.term is not None and waiter.term.token == 9
-    assert waiter.done is not None and waiter.done.is_set()
-    with engine._mutex:
-        session = engine._session
+    assert isinstance(waiter.waiter, ThreadWaiter) and waiter.waiter._event.is_set()  # woken
+    with engine.mutex:
+        session = engine.keeper.session
         assert session is not None
         assert waiter.term._deadline == session.deadline  # a handed term lasts as long as the session
 
@@ -54,28 +53,28 @@ def test_a_term_handed_to_another_session_or_an_old_one_is_not_taken(engine: Eng
     waiter = _waiter(engine, "elsewhere")
     engine._on_notification(Notification(NotificationKind.HANDED_OVER, "elsewhere", "someone-else", 9))
     assert waiter.term is None
-    with engine._mutex:
-        engine._slots["elsewhere"].last_token = 9  # a term this process already had
+    with engine.mutex:
+        engine.lines.slots["elsewhere"].last_token = 9  # a term this process already had
     _handed(engine, "elsewhere", 9)
     assert waiter.term is None
 
 
 def test_a_term_handed_while_an_attempt_is_on_its_way_is_left_to_that_attempt(engine: Engine):
     waiter = _waiter(engine, "busy")
-    with engine._mutex:
-        slot = engine._slots["busy"]
+    with engine.mutex:
+        slot = engine.lines.slots["busy"]
         slot.busy = "acquire"
     _handed(engine, "busy", 9)
     assert waiter.term is None and slot.poked  # its reply, or the attempt right after, reports the term
-    with engine._mutex:
+    with engine.mutex:
         slot.busy = None
 
 
 def test_a_term_handed_to_a_process_nobody_in_waits_is_passed_on_and_never_taken(engine: Engine):
     released: list[tuple[str, int | None]] = []
     engine.backend.release = lambda session_id, name, token=None: released.append((name, token))  # type: ignore[method-assign]
-    with engine._mutex:
-        engine._slot("unwanted")  # its waiter gave up while the hand-over was on its way
+    with engine.mutex:
+        engine.lines.slot("unwanted")  # its waiter gave up while the hand-over was on its way
     _handed(engine, "unwanted", 9)
     wait_until(lambda: released == [("unwanted", 9)], 5, message="passed on")
     waiter = _waiter(engine, "unwanted")
@@ -87,8 +86,8 @@ def test_a_keep_alive_listing_a_handed_term_gives_it_to_the_waiter(engine: Engin
     waiter = _waiter(engine, "listed")
     session = engine.wait_for_session(5)
     now = engine.now()
-    with engine._mutex:
-        engine._reconcile(session, now, Renewal(10.0, {"listed": 4}), now + 5.0)
+    with engine.mutex:
+        engine.lines.reconcile(session, now, Renewal(10.0, {"listed": 4}), now + 5.0)
     assert waiter.term is not None and waiter.term.token == 4  # its notification is late or lost
 
 
@@ -97,9 +96,9 @@ def test_a_keep_alive_listing_a_term_nobody_here_wants_gives_it_back_for_good(en
     engine.backend.release = lambda session_id, name, token=None: released.append((name, token))  # type: ignore[method-assign]
     session = engine.wait_for_session(5)
     now = engine.now()
-    with engine._mutex:
-        engine._slot("stray")
-        engine._reconcile(session, now, Renewal(10.0, {"stray": 4}), now + 5.0)
+    with engine.mutex:
+        engine.lines.slot("stray")
+        engine.lines.reconcile(session, now, Renewal(10.0, {"stray": 4}), now + 5.0)
     wait_until(lambda: released == [("stray", 4)], 5, message="given back")
     waiter = _waiter(engine, "stray")
     _handed(engine, "stray", 4)  # a hand-over notification of that term, arriving late
@@ -118,8 +117,8 @@ def test_where_every_end_of_a_term_is_handed_over_a_waiter_sets_no_watch(engine:
     with pytest.raises(LockTimeout):
         lock.acquire(timeout=0.05)  # refused: waits for the hand-over, not for a RELEASED
     assert watched == []
-    with engine._mutex:
-        assert not engine._slots["always"].watched
+    with engine.mutex:
+        assert not engine.lines.slots["always"].watched
 
 
 def test_a_term_whose_release_failed_is_never_granted_to_the_next_waiter(engine: Engine):
@@ -143,7 +142,7 @@ def test_a_term_whose_release_failed_is_never_granted_to_the_next_waiter(engine:
     waiter = _waiter(engine, "relisted")
     session = engine.wait_for_session(5)
     now = engine.now()
-    with engine._mutex:
-        engine._reconcile(session, now, Renewal(10.0, {"relisted": term.token}), now + 5.0)
+    with engine.mutex:
+        engine.lines.reconcile(session, now, Renewal(10.0, {"relisted": term.token}), now + 5.0)
     assert waiter.term is None  # refused at the grant gate: that token was granted here before
     wait_until(lambda: backend.owner("relisted") is None, 5, message="the stale term freed")

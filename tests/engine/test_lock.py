@@ -208,14 +208,14 @@ def _take_in_thread(lock, timeout: float, *, then_release: bool = False) -> tupl
 
 
 def _wanted(engine: Engine, name: str) -> bool:
-    slot = engine._slots.get(name)
+    slot = engine.lines.slots.get(name)
     return slot is not None and slot.wanted_at > float("-inf")
 
 
 def test_a_releaser_lets_a_waiting_process_take_the_name_first(threaded_engine: Engine, monkeypatch):
     """Release then acquire at once: the waiting process gets the name before the releaser again."""
     # The courtesy is a millisecond or so; widened here so that a loaded machine cannot miss it.
-    monkeypatch.setattr("django_simba.engine.engine.NOTIFIED_COURTESY", (2, 0.5))
+    monkeypatch.setattr("django_simba.engine.pacing.NOTIFIED_COURTESY", (2, 0.5))
     first, second = threaded_engine, _engine_on(threaded_engine.backend)
     try:
         mine, theirs = first.lock("courtesy"), second.lock("courtesy")
@@ -242,7 +242,7 @@ def test_a_name_nobody_else_wants_is_taken_back_at_once(threaded_engine: Engine)
     lock = threaded_engine.lock("no-courtesy")
     lock.acquire(5)
     lock.release()
-    assert threaded_engine._slots["no-courtesy"].courtesy_until == 0.0
+    assert threaded_engine.lines.slots["no-courtesy"].courtesy_until == 0.0
     assert lock.acquire(0).token > 0  # a try: no wait was needed
     lock.release()
 
@@ -276,19 +276,20 @@ def test_a_blocked_caller_makes_its_later_attempts_in_its_own_thread(threaded_en
 
 
 def test_a_caller_giving_up_on_an_attempt_handed_to_it_leaves_the_next_waiter_served(threaded_engine: Engine):
-    from django_simba.engine.lock import _Request
+    from django_simba.engine.lock import Request
+    from django_simba.engine.waiters import ThreadWaiter
 
     session = threaded_engine.wait_for_session(5)
     lock = threaded_engine.lock("handed")
-    gives_up, waits = _Request(lock, waits=True), _Request(lock, waits=True)
-    with threaded_engine._mutex:
-        slot = threaded_engine._slot("handed")
-        gives_up.done = threading.Event()  # blocked in acquire(): attempts are handed to it
+    gives_up, waits = Request(lock, waits=True), Request(lock, waits=True)
+    with threaded_engine.mutex:
+        slot = threaded_engine.lines.slot("handed")
+        gives_up.waiter = ThreadWaiter()  # blocked in acquire(): attempts are handed to it
         slot.waiting.extend([gives_up, waits])
-        threaded_engine._kick(slot)
+        threaded_engine.lines.kick(slot)
         assert gives_up.attempt_session == session and slot.busy == "acquire"
         gives_up.abandoned = True  # it timed out before making the attempt
-        threaded_engine._withdraw(gives_up)
+        threaded_engine.lines.withdraw(gives_up)
         assert gives_up.attempt_session is None
     wait_until(lambda: waits.term is not None, 5, message="the next waiter's grant")
     assert list(slot.waiting) == []
@@ -307,7 +308,7 @@ def test_a_contended_name_stays_watched_between_waits_only_where_idle_watches_ar
     threaded_engine: Engine, free: bool, monkeypatch
 ):
     # "contended" lasts 4 renew intervals here (2 s) so that a slow machine cannot see it end early
-    monkeypatch.setattr("django_simba.engine.engine.CONTENDED_FOR", 4.0)
+    monkeypatch.setattr("django_simba.engine.pacing.CONTENDED_FOR", 4.0)
     backend = threaded_engine.backend
     backend.idle_watches_are_free = free
     calls = _recording_watches(backend)
@@ -320,7 +321,7 @@ def test_a_contended_name_stays_watched_between_waits_only_where_idle_watches_ar
         holder.release()
         thread.join(5)
         assert got, "the waiter never got the name"
-        slot = threaded_engine._slots["linger"]
+        slot = threaded_engine.lines.slots["linger"]
         if not free:
             unwatched = ["watch linger", "unwatch linger"]
             wait_until(lambda: calls == unwatched, 5, message="unwatched at the grant")
@@ -328,7 +329,7 @@ def test_a_contended_name_stays_watched_between_waits_only_where_idle_watches_ar
         assert slot.watched and calls == ["watch linger"], calls  # kept: wanted elsewhere a moment ago
         # once the name has been quiet for a renew interval, a keep-alive drops the watch
         wait_until(lambda: calls == ["watch linger", "unwatch linger"], 10, message="dropped when quiet")
-        assert not slot.watched and "linger" not in threaded_engine._lingering
+        assert not slot.watched and "linger" not in threaded_engine.lines._lingering
     finally:
         other.close()
 
@@ -346,7 +347,7 @@ def test_closing_the_engine_wakes_every_blocked_waiter(threaded_engine: Engine):
     threads = [threading.Thread(target=wait_forever, daemon=True) for _ in range(3)]
     for thread in threads:
         thread.start()
-    wait_until(lambda: len(threaded_engine._slots["closing"].waiting) == 3, 5, message="all in line")
+    wait_until(lambda: len(threaded_engine.lines.slots["closing"].waiting) == 3, 5, message="all in line")
     threaded_engine.close()
     for thread in threads:
         thread.join(5)

@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from django_simba.engine import Engine, EngineConfig, Term
+from django_simba.engine import EngineConfig, Term
+from django_simba.engine.membership import Membership
 from django_simba.testing.simulation import SimulationConfig, World, simulate
 from django_simba.testing.simulation.batch import run_seeds
 from django_simba.testing.simulation.config import Premise
@@ -37,7 +38,7 @@ def test_a_deadline_without_the_drift_margin_makes_two_leaders(monkeypatch):
 
 
 def test_an_engine_that_does_not_rejoin_its_groups_does_not_recover(monkeypatch):
-    monkeypatch.setattr(Engine, "_submit_join", lambda self, session_id, group: None)
+    monkeypatch.setattr(Membership, "_submit_join", lambda self, session_id, group: None)
     summary = run_seeds(range(60), SimulationConfig(seed=0))
     assert NOT_RECOVERED in summary.violations
 

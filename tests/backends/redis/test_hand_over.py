@@ -186,7 +186,7 @@ def test_a_blocked_waiter_gets_the_term_from_the_release_without_asking_again(en
     held = holder.acquire(5)
     thread, got = _blocked_waiter(waiting, unique)
     # refused, joining the line, then one look once its watch is set (a release before it is not missed)
-    slot = waiting._slot(unique)
+    slot = waiting.lines.slot(unique)
     wait_until(lambda: len(calls) == 2 and slot.watched and slot.busy is None, 5, message="waiting")
     holder.release()
     thread.join(5)
@@ -218,8 +218,8 @@ def test_a_term_handed_to_a_process_nobody_in_waits_is_passed_on(engines, shared
     held = holder.acquire(5)
     # The waiting process's session is in line with nobody waiting there: as when its waiter gave
     # up while the hand-over was on its way. It must hear of the term and give it back.
-    with waiting._mutex:
-        waiting._slot(unique)
+    with waiting.mutex:
+        waiting.lines.slot(unique)
     waiting.backend.watch_lease(unique)
     assert waiting.backend.acquire(session, unique, wait=True) is None
     third = RedisBackend({"url": shared_url}, timeout=5)
@@ -252,7 +252,7 @@ def test_a_hand_over_whose_notification_is_lost_still_reaches_the_waiter(engines
     holder = holding.lock(unique)
     held = holder.acquire(5)
     thread, got = _blocked_waiter(waiting, unique)
-    slot = waiting._slot(unique)
+    slot = waiting.lines.slot(unique)
     wait_until(lambda: slot.watched and slot.busy is None and slot.waiting, 5, message="waiting in line")
     holder.release()
     thread.join(8)  # its next try (1 s) or keep-alive (2 s) finds the term its own: taken, not released
