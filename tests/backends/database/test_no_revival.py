@@ -163,3 +163,19 @@ def test_a_purge_spares_a_session_renewed_while_it_looked_expired(
     assert info is not None and info.session_id == holder and info.token == held.token
     assert backend.keep_alive(holder, 30).owned == {name: held.token}
     backend.close_session(holder)
+
+
+@pytest.mark.parametrize("alias", each_alias(), indirect=True)
+def test_a_purge_given_a_session_renewed_since_it_was_read_leaves_it(backend: DatabaseBackend) -> None:
+    """The ids a purge read as expired may be stale when it writes: it removes only the still expired."""
+    name, group = names()
+    holder = backend.open_session(30, "holder").session_id
+    held = backend.acquire(holder, name)
+    assert held is not None
+    backend.join(holder, group)
+    removed = backend._run(lambda ex: backend.dialect.purge_sessions(ex, [holder]))  # a stale list
+    assert removed.sessions == 0
+    info = backend.owner(name)
+    assert info is not None and info.session_id == holder and info.token == held.token
+    assert [m.session_id for m in backend.members(group)] == [holder]
+    backend.close_session(holder)

@@ -230,6 +230,27 @@ class SqliteDialect(StatementDialect):
         )
         return Removed(deleted.rowcount, [], [])
 
+    def purge_sessions(self, ex: Executor, session_ids: Sequence[str]) -> Removed:
+        """Remove those of ``session_ids`` still expired, in one write transaction.
+
+        The ids were read before this transaction took SQLite's write lock: a keep-alive may
+        have renewed one of them since. The sessions still expired go first; their leases and
+        memberships follow by the session rows' absence, so one clock reading decides all three.
+        """
+        placeholders, params = id_list(session_ids)
+        deleted, _, _ = ex.run_batch(
+            [
+                f"DELETE FROM simba_session WHERE session_id IN ({placeholders}) AND expires_at <= {NOW}",
+                f"UPDATE simba_lease SET session_id = '' WHERE session_id IN ({placeholders})"
+                " AND session_id NOT IN (SELECT session_id FROM simba_session)",
+                f"DELETE FROM simba_member WHERE session_id IN ({placeholders})"
+                " AND session_id NOT IN (SELECT session_id FROM simba_session)",
+            ],
+            params,
+            atomic=True,
+        )
+        return Removed(deleted.rowcount, [], [])
+
     # -- leases -----------------------------------------------------------------------
 
     def release(self, ex: Executor, session_id: str, name: str, token: int) -> tuple[bool, bool | None]:
