@@ -117,6 +117,10 @@ class LockBase:
         self.on_lost = on_lost
         self._holder: Request | None = None
         self._max_hold_timer: Timer | None = None
+        self._made()
+
+    def _made(self) -> None:
+        """Set up what a kind of lock keeps of its own (a subclass's hook)."""
 
     @property
     def engine(self) -> Port:
@@ -213,16 +217,8 @@ class Lock(LockBase):
     session expired, maximum hold time...).
     """
 
-    def __init__(
-        self,
-        port: Port | Callable[[], Port],
-        name: str,
-        *,
-        timeout: float | None = None,
-        max_hold: float | None = None,
-        on_lost: Callable[[Term, EndReason], Any] | None = None,
-    ) -> None:
-        super().__init__(port, name, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
+    def _made(self) -> None:
+        # Held from a term's grant to its release: another thread sharing this object waits.
         self._mutex = threading.Lock()
         self._holder_thread: int | None = None
 
