@@ -2,7 +2,8 @@
 
 They read through the configured backend (the process's engine's), so they
 show the same thing on every backend; only the members page also reads the
-database backend's table, to show memberships of expired sessions too.
+tables of a backend that keeps its records there (``uses_tables``: the
+database backend), to show memberships of expired sessions too.
 """
 
 from __future__ import annotations
@@ -41,13 +42,14 @@ VIEW_PERMISSIONS = (
 
 
 def uses_tables() -> bool:
-    """True when the configured backend is the database backend (the admin lists its rows)."""
-    return get_settings().backend_alias == "database"
+    """True when the configured backend keeps its records in django-simba's tables (the admin lists rows)."""
+    return get_settings().backend_class.uses_tables
 
 
 def tables_alias() -> str:
-    """The database alias of the database backend's tables."""
-    return str(get_settings().options.get("alias", "default"))
+    """The database alias of those tables."""
+    settings = get_settings()
+    return settings.backend_class.tables_alias(settings.options)
 
 
 def admin_backend() -> LeaseBackend:
