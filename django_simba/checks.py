@@ -15,7 +15,7 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from . import conf
-from .lognoise import quiet_client_logs
+from .operations.lognoise import quiet_client_logs
 from .spi import SimbaError
 
 TAG = "simba"

@@ -19,7 +19,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
 from ..models import Lease, Member, Session
-from ..status import format_seconds
+from ..operations.status import format_seconds
 from . import views
 from .dbclock import remaining_ms, session_remaining_ms
 

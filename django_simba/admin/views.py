@@ -22,8 +22,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from ..conf import get_settings
+from ..operations.status import collect, format_seconds
 from ..spi import InvalidName, LeaseBackend, LeaseInfo, SimbaError, validate_name, validate_prefix
-from ..status import collect, format_seconds
 
 logger = logging.getLogger("django_simba.admin")
 
