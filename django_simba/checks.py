@@ -21,6 +21,8 @@ from .spi import SimbaError
 TAG = "simba"
 #: The reachability check gives up after this long whatever ``TIMEOUT`` says: ``check`` must not hang.
 REACH_TIMEOUT = 5.0
+
+
 @register(TAG)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     return settings_messages()

@@ -145,9 +145,7 @@ class LeaseAdmin(_ReadOnly):
         view = site.admin_view
         custom = [
             path("status/", view(views.bind(views.status_view, site)), name="django_simba_status"),
-            path(
-                "members/", view(views.bind(views.members_view, site)), name="django_simba_members"
-            ),
+            path("members/", view(views.bind(views.members_view, site)), name="django_simba_members"),
             path(
                 "force-release/<str:name>/",
                 view(views.bind(views.force_release_view, site, self)),
@@ -220,9 +218,7 @@ class SessionAdmin(_ReadOnly):
 
     @admin.display(description="leases held")
     def held_leases(self, obj: Session) -> str:
-        rows = (
-            Lease.objects.using(views.tables_alias()).filter(session_id=obj.session_id).order_by("name")
-        )
+        rows = Lease.objects.using(views.tables_alias()).filter(session_id=obj.session_id).order_by("name")
         items = format_html_join("", "<li>{} (token {})</li>", rows.values_list("name", "token"))
         return format_html("<ul>{}</ul>", items) if items else "-"
 
