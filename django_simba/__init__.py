@@ -18,6 +18,7 @@ from .errors import (
     BackendUnavailable,
     ConfigurationError,
     EngineClosed,
+    EvictionPolicyWarning,
     InvalidMetadata,
     InvalidName,
     LeaseLost,
@@ -27,6 +28,9 @@ from .errors import (
     NotSupported,
     SessionExpired,
     SimbaError,
+    StaleToken,
+    TermEnded,
+    WrongLease,
 )
 
 __version__ = "0.1.0.dev0"
@@ -47,7 +51,6 @@ _LAZY = {
     "Term": "django_simba.engine",
     "EndReason": "django_simba.engine",
     "fenced": "django_simba.fencing",
-    "StaleToken": "django_simba.fencing",
 }
 
 if TYPE_CHECKING:
@@ -55,7 +58,7 @@ if TYPE_CHECKING:
     from .api import election, group, leases, lock, owner
     from .decorators import singleton_task
     from .engine import EndReason, Term
-    from .fencing import StaleToken, fenced
+    from .fencing import fenced
     from .registry import get_engine
 
 
@@ -74,6 +77,7 @@ __all__ = [
     "ConfigurationError",
     "EndReason",
     "EngineClosed",
+    "EvictionPolicyWarning",
     "InvalidMetadata",
     "InvalidName",
     "LeaseLost",
@@ -85,6 +89,8 @@ __all__ = [
     "SimbaError",
     "StaleToken",
     "Term",
+    "TermEnded",
+    "WrongLease",
     "aelection",
     "agroup",
     "aleases",

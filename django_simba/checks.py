@@ -15,12 +15,14 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from . import conf
-from .lognoise import quiet_client_logs
+from .operations.lognoise import quiet_client_logs
 from .spi import SimbaError
 
 TAG = "simba"
 #: The reachability check gives up after this long whatever ``TIMEOUT`` says: ``check`` must not hang.
 REACH_TIMEOUT = 5.0
+
+
 @register(TAG)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     return settings_messages()

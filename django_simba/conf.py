@@ -5,8 +5,8 @@ Parsed on first use and cached until ``setting_changed`` fires for ``SIMBA``
 :class:`SettingProblem` values, which the system checks report with their ids;
 :func:`get_settings` raises on the first one, so a bad value never reaches a
 thread. One rule for both: :func:`parse_all`. A backend's ``OPTIONS`` are
-judged by the backend class itself, whose constructor validates them without
-I/O.
+judged by the backend class itself (``LeaseBackend.options_problems``, without
+I/O), and reported under the check id the class names.
 """
 
 from __future__ import annotations
@@ -65,6 +65,11 @@ class SimbaSettings:
             if path == self.backend:
                 return alias
         return self.backend
+
+    @property
+    def backend_class(self) -> type[LeaseBackend]:
+        """The backend's class: what it can do is said by its class attributes, not by its name."""
+        return load_backend_class(self.backend)
 
 
 def default_metadata() -> str:
@@ -237,19 +242,6 @@ def load_backend_class(path: str) -> type[LeaseBackend]:
     return cls
 
 
-#: Invalid ``OPTIONS``, by backend; a backend of your own gets E015.
-OPTIONS_PROBLEM_IDS = {
-    "database": "django_simba.E012",
-    "redis": "django_simba.E013",
-    "zookeeper": "django_simba.E014",
-}
-OPTIONS_HINTS = {
-    "redis": "Give 'cache' (a django-redis cache alias), 'url' (redis://...) or, on a cluster, "
-    "'startup_nodes' with 'cluster': True.",
-    "zookeeper": "e.g. 'OPTIONS': {'hosts': 'zk1:2181,zk2:2181,zk3:2181'}",
-}
-
-
 def parse_all(raw: Any) -> tuple[SimbaSettings | None, list[SettingProblem]]:
     """:func:`parse`, and then what the backend class says of its ``OPTIONS``."""
     parsed, problems = parse(raw)
@@ -259,59 +251,20 @@ def parse_all(raw: Any) -> tuple[SimbaSettings | None, list[SettingProblem]]:
 
 
 def backend_problems(parsed: SimbaSettings) -> list[SettingProblem]:
-    """The backend is built as the engine builds it (no I/O happens in a constructor) and closed."""
+    """The backend class judges its own ``OPTIONS`` (without I/O), under its own check id."""
     try:
         backend_class = load_backend_class(parsed.backend)
     except ConfigurationError as error:
         hint = "Install the backend's extra, e.g. pip install 'django-simba[redis]'."
         return [SettingProblem("django_simba.E003", str(error), hint)]
-    alias = parsed.backend_alias
-    try:
-        backend = backend_class(parsed.options, timeout=parsed.timeout)
-    except Exception as error:  # ConfigurationError, or a driver that cannot be loaded
-        if not isinstance(error, ConfigurationError):
-            error = ConfigurationError(f"{type(error).__name__}: {error}")
-        if alias == "database":
-            hint = f"'alias' must be one of DATABASES: {', '.join(django_settings.DATABASES)}."
-        else:
-            hint = OPTIONS_HINTS.get(alias, "See the documentation of the backend class.")
-        problem_id = OPTIONS_PROBLEM_IDS.get(alias, "django_simba.E015")
-        message = f"SIMBA['OPTIONS'] do not suit the {alias} backend: {error}."
-        return [SettingProblem(problem_id, message, hint)]
-    try:
-        return _borrowed_cache_problems(backend)
-    finally:
-        backend.close()
-
-
-def _borrowed_cache_problems(backend: LeaseBackend) -> list[SettingProblem]:
-    """The Redis backend borrows a django-redis cache's server unless given a url: it must be one."""
-    cache = getattr(getattr(backend, "settings", None), "cache", None)
-    if not isinstance(cache, str):
-        return []
-    if cache not in django_settings.CACHES:
-        problem = "which is not in CACHES"
-    elif not _is_django_redis(django_settings.CACHES[cache].get("BACKEND")):
-        problem = "which is not a django-redis cache"
-    else:
-        return []
     return [
         SettingProblem(
-            "django_simba.E013",
-            f"The redis backend takes its server from the cache {cache!r}, {problem}.",
-            "Set SIMBA['OPTIONS']['cache'] to a django-redis cache alias, or give 'url'.",
+            backend_class.options_check_id,
+            f"SIMBA['OPTIONS'] do not suit the {parsed.backend_alias} backend: {problem.message}.",
+            problem.hint,
         )
+        for problem in backend_class.options_problems(parsed.options, timeout=parsed.timeout)
     ]
-
-
-def _is_django_redis(path: object) -> bool:
-    try:
-        from django_redis.cache import RedisCache
-
-        cache_class = import_string(str(path))
-    except ImportError:
-        return False
-    return isinstance(cache_class, type) and issubclass(cache_class, RedisCache)
 
 
 _cached: SimbaSettings | None = None

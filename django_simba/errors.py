@@ -3,7 +3,14 @@
 Everything a caller can act on derives from :class:`SimbaError`, so
 ``except SimbaError`` catches every failure of the library and nothing else.
 This module imports nothing of the package: the backend interface, the
-backends, the engine and the Django layer all take their errors from here.
+backends, the engine, fencing and the Django layer all take their errors from
+here, and ``django_simba`` re-exports each of them. The one warning category
+the library issues lives here too.
+
+Exceptions that never leave the module raising them (a dead connection the
+database backend retries on, a ZooKeeper node that vanished while a line was
+read) are private to that module, named with a leading underscore or caught
+where they are raised.
 """
 
 from __future__ import annotations
@@ -79,3 +86,51 @@ class LockHeld(SimbaError):
 
 class EngineClosed(SimbaError):
     """The engine was closed (a waiter still in line wakes with this); the next use builds a new one."""
+
+
+# -- fencing: why a fenced write was refused ---------------------------------------------------
+
+
+class StaleToken(SimbaError):
+    """A fenced write was refused: the caller's term can no longer be trusted to write.
+
+    Raised when a newer term of the lease already wrote the row (``newer`` is
+    the token the row holds, when it could be read back). Its subclass
+    :class:`TermEnded` is raised when the term ended in this process before the
+    write was sent, so ``except StaleToken`` catches both.
+    """
+
+    def __init__(self, lease: str, token: int, newer: int | None = None, message: str | None = None) -> None:
+        self.lease = lease
+        self.token = token
+        self.newer = newer
+        if message is None:
+            by = f" with token {newer}" if newer is not None else ""
+            message = f"token {token} of lease {lease!r} is stale: a newer term wrote the row{by}"
+        super().__init__(message)
+
+
+class TermEnded(StaleToken):
+    """The term is no longer valid in this process, so the write was not sent (or the section ended late)."""
+
+    def __init__(self, lease: str, token: int, when: str = "the write") -> None:
+        message = f"the term of lease {lease!r} (token {token}) ended before {when}"
+        super().__init__(lease, token, message=message)
+
+
+class WrongLease(SimbaError, ValueError):
+    """The row is fenced by the terms of another lease name; tokens of two names cannot be compared."""
+
+    def __init__(self, lease: str, fenced_by: str) -> None:
+        self.lease = lease
+        self.fenced_by = fenced_by
+        super().__init__(
+            f"the row is fenced by lease {fenced_by!r}, not {lease!r}: a row is fenced by one lease name only"
+        )
+
+
+# -- warnings ------------------------------------------------------------------------------------
+
+
+class EvictionPolicyWarning(RuntimeWarning):
+    """The Redis server would evict keys with a TTL (``volatile-*``) once a ``maxmemory`` is set."""

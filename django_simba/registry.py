@@ -40,7 +40,7 @@ def build_engine(settings: SimbaSettings | None = None) -> Engine:
     from .signals import SignalObserver
 
     engine.observers.append(SignalObserver())
-    from .metrics import install_metrics
+    from .integrations.prometheus import install_metrics
 
     install_metrics(engine)  # no-op without prometheus-client
     return engine

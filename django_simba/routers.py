@@ -9,8 +9,9 @@ their own, so that a write transaction of the application never blocks a lease::
 
 The router sends the ORM's reads and writes of django-simba's models (the admin, your own
 queries) to ``SIMBA["OPTIONS"]["alias"]``, migrates them there and only there, and keeps
-every other app's tables out of that alias. It has no opinion when the backend is not
-the database backend, or when its alias is ``default``.
+every other app's tables out of that alias. It has no opinion when the backend keeps no
+records in these tables (``uses_tables``: only the database backend does), or when its
+alias is ``default``.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ def simba_alias() -> str | None:
 
     try:
         settings = get_settings()
+        backend_class = settings.backend_class
+        if not backend_class.uses_tables:
+            return None
+        alias = backend_class.tables_alias(settings.options)
     except ConfigurationError:
         return None  # the system checks report it; the ORM must go on working meanwhile
-    if settings.backend_alias != "database":
-        return None
-    alias = settings.options.get("alias", DEFAULT_DB_ALIAS)
-    return alias if isinstance(alias, str) and alias != DEFAULT_DB_ALIAS else None
+    return alias if alias != DEFAULT_DB_ALIAS else None
 
 
 class SimbaRouter:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import StaleToken, TermEnded, WrongLease
+from ..errors import StaleToken, TermEnded, WrongLease
 from .managers import FencedManager, FencedQuerySet
 from .section import fenced, section_term
 from .tokens import Fence, Fenceable

@@ -18,9 +18,8 @@ from typing import Any
 
 from django.db import connections
 
-from ..spi.errors import LeaseNotHeld
+from ..errors import LeaseNotHeld, TermEnded
 from ..spi.names import validate_name
-from .errors import TermEnded
 from .tokens import Fenceable, check_token
 
 _section_term: ContextVar[Fenceable | None] = ContextVar("django_simba_fenced_term", default=None)

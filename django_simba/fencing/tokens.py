@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..spi.errors import LeaseNotHeld
+from ..errors import LeaseNotHeld
 from ..spi.names import validate_name
 
 

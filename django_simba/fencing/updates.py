@@ -19,7 +19,7 @@ from django.core.exceptions import FieldDoesNotExist
 from django.db import IntegrityError, connections, router, transaction
 from django.db.models import Model, Q, QuerySet
 
-from .errors import StaleToken, WrongLease
+from ..errors import StaleToken, WrongLease
 from .section import term_for_write
 from .tokens import Fenceable
 

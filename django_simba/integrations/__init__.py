@@ -1,4 +1,6 @@
-"""Server integrations: only processes that serve hold sessions, and a graceful stop closes them.
+"""Integrations with the software around the app: servers, monitoring and health checks.
+
+Servers: only processes that serve hold sessions, and a graceful stop closes them.
 
 * :mod:`.serving` decides whether this process serves or only starts the processes
   that do (a pre-fork parent, the autoreloader's watcher);
@@ -11,5 +13,10 @@
 * :mod:`.asgi` closes the session on an ASGI server's lifespan shutdown;
 * :mod:`.termination` closes it on SIGTERM where nothing else would.
 
-``docs/deploying.rst`` says what each server needs.
+Monitoring (each needs its library only when used):
+
+* :mod:`.prometheus`: the engine's Prometheus metrics (``prometheus_client``);
+* :mod:`.health_check`: a django-health-check check of the process's session.
+
+``docs/deploying.rst`` says what each server needs, ``docs/observability.rst`` how to watch.
 """

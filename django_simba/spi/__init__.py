@@ -3,7 +3,7 @@
 Knows nothing of Django nor of the engine; backends and the engine both depend on it.
 """
 
-from .backend import DEFAULT_TIMEOUT, MAX_PURGE_LIMIT, LeaseBackend, NotificationListener
+from .backend import DEFAULT_TIMEOUT, MAX_PURGE_LIMIT, LeaseBackend, NotificationListener, OptionsProblem
 from .errors import (
     BackendTimeout,
     BackendUnavailable,
@@ -50,6 +50,7 @@ __all__ = [
     "NotificationKind",
     "NotificationListener",
     "OpenedSession",
+    "OptionsProblem",
     "Released",
     "Renewal",
     "SessionExpired",

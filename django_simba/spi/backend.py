@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, NotSupported
 from .names import validate_metadata, validate_name, validate_prefix
 from .types import Grant, LeaseInfo, Member, Notification, OpenedSession, Released, Renewal, SessionInfo
 
@@ -25,6 +26,14 @@ NotificationListener = Callable[[Notification], None]
 
 DEFAULT_TIMEOUT = 5.0
 MAX_PURGE_LIMIT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class OptionsProblem:
+    """What is wrong with a backend's ``OPTIONS`` (a clause), and how to fix it."""
+
+    message: str
+    hint: str
 
 
 class LeaseBackend(ABC):
@@ -51,6 +60,42 @@ class LeaseBackend(ABC):
     #: A term that ends any other way (its session expired, an operator freed it) is handed over
     #: too: waiters in the line need no RELEASED watch, so the engine sets none for them.
     hands_over_always: ClassVar[bool] = False
+    #: Keeps its records in django-simba's own tables (``django_simba.models``), in the database
+    #: :meth:`tables_alias` names: the admin lists their rows and the router sends the models there.
+    uses_tables: ClassVar[bool] = False
+    #: The system check that reports ``OPTIONS`` this backend refuses (:meth:`options_problems`).
+    #: The built-in backends have E012 to E014; a backend of your own reports under E015.
+    options_check_id: ClassVar[str] = "django_simba.E015"
+
+    @classmethod
+    def options_problems(
+        cls, options: Mapping[str, Any], *, timeout: float = DEFAULT_TIMEOUT
+    ) -> list[OptionsProblem]:
+        """What is wrong with ``options``, found without I/O; empty when the backend takes them.
+
+        The system checks report these, and the settings refuse them at run time, so the two
+        never disagree. By default the backend is built as the engine builds it (a constructor
+        validates its options and does no I/O) and closed again; override to check more.
+        """
+        try:
+            backend = cls(options, timeout=timeout)
+        except Exception as error:  # ConfigurationError, or a driver that cannot be loaded
+            reason = (
+                str(error) if isinstance(error, ConfigurationError) else f"{type(error).__name__}: {error}"
+            )
+            return [OptionsProblem(reason, cls.options_hint())]
+        backend.close()
+        return []
+
+    @classmethod
+    def options_hint(cls) -> str:
+        """How to fix ``OPTIONS`` the constructor refused: the hint of the system check."""
+        return "See the documentation of the backend class."
+
+    @classmethod
+    def tables_alias(cls, options: Mapping[str, Any]) -> str:
+        """The database alias of django-simba's tables, for a backend that ``uses_tables``."""
+        raise NotSupported(f"{cls.__name__} keeps no records in django-simba's tables")
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
         if not timeout > 0:
@@ -251,4 +296,4 @@ def _check_duration(lease_duration: object) -> None:
         raise ValueError(f"lease_duration must be a positive number of seconds, not {lease_duration!r}")
 
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_PURGE_LIMIT", "LeaseBackend", "NotificationListener"]
+__all__ = ["DEFAULT_TIMEOUT", "MAX_PURGE_LIMIT", "LeaseBackend", "NotificationListener", "OptionsProblem"]

@@ -242,6 +242,22 @@ def test_backends_without_rows_show_the_status_page_in_the_lists(viewer):
         reset_engine()
 
 
+def test_the_lists_follow_the_backend_class_whatever_name_settings_give_it(viewer):
+    """A database backend named by its module path keeps rows as well: the lists show them."""
+    with override_settings(
+        SIMBA={**DATABASE, "BACKEND": "django_simba.backends.database.backend.DatabaseBackend"}
+    ):
+        reset_engine()
+        engine = registry.get_engine()
+        with engine.lock("jobs:by-path", timeout=5) as term:
+            html = viewer.get(LEASES).content.decode()
+            [held] = rows(html, "jobs:by-path")
+            assert f'<td class="field-token">{term.token}</td>' in held
+            assert "Coordination status" not in html
+            assert rows(viewer.get(SESSIONS).content.decode(), engine.session_id)
+        reset_engine()
+
+
 def test_pages_need_a_view_permission(client, django_user_model):
     client.force_login(staff(django_user_model, "nobody"))
     assert client.get(STATUS).status_code == 403

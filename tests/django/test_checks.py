@@ -229,7 +229,7 @@ def redis_server():
 
 
 def test_client_log_records_are_dropped_and_counted_only_while_quieted():
-    from django_simba.lognoise import quiet_client_logs
+    from django_simba.operations.lognoise import quiet_client_logs
 
     kazoo = logging.getLogger("kazoo.client")
     records: list[logging.LogRecord] = []

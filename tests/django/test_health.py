@@ -15,14 +15,15 @@ from tests.django.engines import reset_engine
 
 views = pytest.importorskip("health_check.views")
 exceptions = pytest.importorskip("health_check.exceptions")
-SimbaSession = pytest.importorskip("django_simba.health").SimbaSession
+SimbaSession = pytest.importorskip("django_simba.integrations.health_check").SimbaSession
 ServiceUnavailable, ServiceWarning = exceptions.ServiceUnavailable, exceptions.ServiceWarning
 HealthCheckView = views.HealthCheckView
 
 SIMBA = {"BACKEND": "memory", "LEASE_DURATION": 2, "RENEW_INTERVAL": 0.5, "AUTOSTART": False}
 
+# The module's path, and (for the second view) the older one it moved from.
 urlpatterns = [
-    path("health/", HealthCheckView.as_view(checks=["django_simba.health.SimbaSession"])),
+    path("health/", HealthCheckView.as_view(checks=["django_simba.integrations.health_check.SimbaSession"])),
     path(
         "health-no-start/",
         HealthCheckView.as_view(checks=[("django_simba.health.SimbaSession", {"start": False})]),

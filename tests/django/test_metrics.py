@@ -8,7 +8,7 @@ import pytest
 from django.test import override_settings
 
 from django_simba import LeaseLost, registry
-from django_simba.metrics import PrometheusObserver, install_metrics, metrics_for
+from django_simba.integrations.prometheus import PrometheusObserver, install_metrics, metrics_for
 from django_simba.testing import wait_until
 from tests.django.engines import reset_engine
 

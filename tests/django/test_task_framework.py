@@ -51,7 +51,6 @@ def fresh_engine():
     registry.reset()
 
 
-
 # The task functions are module-level functions, as the framework wants; each test makes its own Task.
 
 
@@ -161,8 +160,9 @@ def test_db_workers_run_a_singleton_task_one_at_a_time_with_increasing_tokens(ta
         with ExitStack() as stack:
             outputs = [stack.enter_context(running(worker, environ))[1] for _ in range(WORKERS)]
             wait_until(
-                lambda: sum("db_worker" in s.metadata for s in observer.sessions() if s.remaining > 0)
-                >= WORKERS,
+                lambda: (
+                    sum("db_worker" in s.metadata for s in observer.sessions() if s.remaining > 0) >= WORKERS
+                ),
                 60,
                 message="every worker is up (its session is open)",
             )

@@ -30,7 +30,6 @@ def fresh_engine():
     registry.reset()
 
 
-
 def test_a_skip_is_falsy_says_why_and_survives_json_and_pickle():
     hold_elsewhere("plain.busy")
 

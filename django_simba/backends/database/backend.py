@@ -86,6 +86,18 @@ class DatabaseBackend(LeaseBackend):
 
     needs_purge = True
     vendor: ClassVar[str] = "database"
+    uses_tables = True
+    options_check_id = "django_simba.E012"
+
+    @classmethod
+    def options_hint(cls) -> str:
+        from django.conf import settings
+
+        return f"'alias' must be one of DATABASES: {', '.join(settings.DATABASES)}."
+
+    @classmethod
+    def tables_alias(cls, options: Mapping[str, Any]) -> str:
+        return parse_options(options).alias
 
     def __new__(cls, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> Any:
         if cls is DatabaseBackend:

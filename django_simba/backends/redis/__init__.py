@@ -5,7 +5,7 @@ Needs redis-py (and django-redis for ``OPTIONS = {"cache": alias}``):
 operator must configure.
 """
 
+from ...errors import EvictionPolicyWarning
 from .backend import RedisBackend
-from .guards import EvictionPolicyWarning
 
 __all__ = ["EvictionPolicyWarning", "RedisBackend"]

@@ -88,6 +88,7 @@ from ...spi import (
     NotificationKind,
     NotificationListener,
     OpenedSession,
+    OptionsProblem,
     Released,
     Renewal,
     SessionExpired,
@@ -107,7 +108,7 @@ from .keys import (
     session_key,
     tagged,
 )
-from .options import RedisOptions
+from .options import RedisOptions, borrowed_cache_problem
 from .scripting import ClusterScripting, Scripting, StandaloneScripting, translated
 from .standalone import StandaloneStore
 from .subscriber import Subscriber
@@ -133,6 +134,31 @@ class RedisBackend(LeaseBackend):
     idle_watches_are_free: ClassVar[bool] = True
     needs_purge: ClassVar[bool] = False  # sessions expire on their own (PX)
     vendor: ClassVar[str] = "redis"
+    options_check_id = "django_simba.E013"
+
+    @classmethod
+    def options_problems(
+        cls, options: Mapping[str, Any], *, timeout: float = DEFAULT_TIMEOUT
+    ) -> list[OptionsProblem]:
+        """The constructor's verdict, and then whether the cache it borrows a server from can lend one."""
+        problems = super().options_problems(options, timeout=timeout)
+        if problems:
+            return problems
+        problem = borrowed_cache_problem(RedisOptions.parse(options).cache)
+        if problem is None:
+            return []
+        return [
+            OptionsProblem(
+                problem, "Set SIMBA['OPTIONS']['cache'] to a django-redis cache alias, or give 'url'."
+            )
+        ]
+
+    @classmethod
+    def options_hint(cls) -> str:
+        return (
+            "Give 'cache' (a django-redis cache alias), 'url' (redis://...) or, on a cluster, "
+            "'startup_nodes' with 'cluster': True."
+        )
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         super().__init__(options, timeout=timeout)

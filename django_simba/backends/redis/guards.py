@@ -27,14 +27,11 @@ from dataclasses import dataclass
 
 from redis.exceptions import ResponseError
 
+from ...errors import EvictionPolicyWarning
 from ...spi import BackendUnavailable, ConfigurationError
 from .scripting import ClusterScripting, Scripting
 
 logger = logging.getLogger("django_simba.backends.redis")
-
-
-class EvictionPolicyWarning(RuntimeWarning):
-    """The Redis server would evict keys with a TTL (``volatile-*``) once a ``maxmemory`` is set."""
 
 
 @dataclass(frozen=True)

@@ -133,3 +133,33 @@ def _startup_nodes(value: object) -> tuple[tuple[str, int], ...]:
             raise ConfigurationError(f"startup node {node!r} is not 'host:port'")
         nodes.append((host, int(port)))
     return tuple(nodes)
+
+
+def borrowed_cache_problem(cache: str | None) -> str | None:
+    """Why the django-redis cache the backend borrows its server from cannot lend one, or None.
+
+    Read from ``settings.CACHES`` without connecting, so the system checks can say it.
+    """
+    if cache is None:
+        return None
+    from django.conf import settings
+
+    if cache not in settings.CACHES:
+        problem = "which is not in CACHES"
+    elif not _is_django_redis(settings.CACHES[cache].get("BACKEND")):
+        problem = "which is not a django-redis cache"
+    else:
+        return None
+    return f"it takes its server from the cache {cache!r}, {problem}"
+
+
+def _is_django_redis(path: object) -> bool:
+    from django.utils.module_loading import import_string
+
+    try:
+        from django_redis.cache import RedisCache
+
+        cache_class = import_string(str(path))
+    except ImportError:
+        return False
+    return isinstance(cache_class, type) and issubclass(cache_class, RedisCache)

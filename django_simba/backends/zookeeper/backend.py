@@ -43,6 +43,11 @@ class ZookeeperBackend(LeaseBackend):
     hands_over_always = True
     needs_purge = False  # the server deletes an expired session's nodes itself
     vendor = "zookeeper"
+    options_check_id = "django_simba.E014"
+
+    @classmethod
+    def options_hint(cls) -> str:
+        return "e.g. 'OPTIONS': {'hosts': 'zk1:2181,zk2:2181,zk3:2181'}"
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         super().__init__(options, timeout=timeout)

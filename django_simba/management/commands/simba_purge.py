@@ -11,9 +11,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ...operations.exits import client_logs, command_errors
+from ...operations.status import purge, tool_backend
 from ...spi import MAX_PURGE_LIMIT
-from ...status import purge, tool_backend
-from ..errors import client_logs, command_errors
 
 
 class Command(BaseCommand):

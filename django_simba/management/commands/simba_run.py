@@ -2,7 +2,7 @@
 
 Runs COMMAND only while this process holds the lock NAME (or leads the election
 NAME); on every other host it is skipped. For cron jobs installed on several
-hosts. See :mod:`django_simba.runner` for signals and what happens when the
+hosts. See :mod:`django_simba.operations.runner` for signals and what happens when the
 term is lost.
 
 Exit codes: COMMAND's own (128 + N when a signal N ended it); 0 when skipped
@@ -20,8 +20,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ...runner import Mode, command_line, run_exclusively
-from ..errors import command_errors
+from ...operations.exits import command_errors
+from ...operations.runner import Mode, command_line, run_exclusively
 
 
 class Command(BaseCommand):

@@ -14,8 +14,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ...status import Snapshot, as_json, collect, render_table, tool_backend
-from ..errors import UNREACHABLE, client_logs, command_errors
+from ...operations.exits import UNREACHABLE, client_logs, command_errors
+from ...operations.status import Snapshot, as_json, collect, render_table, tool_backend
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 

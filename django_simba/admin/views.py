@@ -2,7 +2,8 @@
 
 They read through the configured backend (the process's engine's), so they
 show the same thing on every backend; only the members page also reads the
-database backend's table, to show memberships of expired sessions too.
+tables of a backend that keeps its records there (``uses_tables``: the
+database backend), to show memberships of expired sessions too.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from .conf import get_settings
-from .spi import InvalidName, LeaseBackend, LeaseInfo, SimbaError, validate_name, validate_prefix
-from .status import collect, format_seconds
+from ..conf import get_settings
+from ..operations.status import collect, format_seconds
+from ..spi import InvalidName, LeaseBackend, LeaseInfo, SimbaError, validate_name, validate_prefix
 
 logger = logging.getLogger("django_simba.admin")
 
@@ -41,18 +42,19 @@ VIEW_PERMISSIONS = (
 
 
 def uses_tables() -> bool:
-    """True when the configured backend is the database backend (the admin lists its rows)."""
-    return get_settings().backend_alias == "database"
+    """True when the configured backend keeps its records in django-simba's tables (the admin lists rows)."""
+    return get_settings().backend_class.uses_tables
 
 
 def tables_alias() -> str:
-    """The database alias of the database backend's tables."""
-    return str(get_settings().options.get("alias", "default"))
+    """The database alias of those tables."""
+    settings = get_settings()
+    return settings.backend_class.tables_alias(settings.options)
 
 
 def admin_backend() -> LeaseBackend:
     """The process's backend (built without starting the engine: reading opens no session)."""
-    from .registry import get_engine
+    from ..registry import get_engine
 
     return get_engine().backend
 
@@ -78,7 +80,7 @@ def bind(view: Callable[..., HttpResponse], *bound: Any) -> Callable[..., HttpRe
 
 
 def _context(site: admin.AdminSite, request: HttpRequest, title: str, **extra: Any) -> dict[str, Any]:
-    from .models import Lease
+    from ..models import Lease
 
     request.current_app = site.name  # so {% url 'admin:...' %} resolves on this site
     return {
@@ -151,8 +153,8 @@ def _member_rows(prefix: str) -> list[dict[str, Any]]:
             for name, members in admin_backend().groups(prefix).items()
             for m in members
         ]
+    from ..models import Member, Session
     from .dbclock import session_remaining_ms
-    from .models import Member, Session
 
     alias = tables_alias()
     sessions = Session.objects.using(alias).filter(session_id=OuterRef("session_id"))
@@ -255,7 +257,7 @@ def release_and_report(model_admin: AnyModelAdmin, request: HttpRequest, names: 
 
 
 def _record(request: HttpRequest, name: str, holder: LeaseInfo | None) -> None:
-    from .models import Lease
+    from ..models import Lease
 
     if holder is None:
         message = "Force-release: the lease had no live holder."

@@ -1,15 +1,10 @@
-"""Read-only admin for coordination state, with a force-release action behind its own permission.
+"""The admin's lists of the tables' rows: leases and sessions, read-only, and the force-release action.
 
-With the database backend, "Leases" and "Sessions" list the backend's rows;
-every remaining time is computed by the database, on the clock the backend
-uses. The redis and zookeeper backends keep no rows: their "Leases" and
-"Sessions" pages show the status page instead, read through the backend.
-The status page (``lease/status/``) and the group members page
-(``lease/members/``) work with every backend.
-
-Nothing here can add, change or delete a row. Force-releasing a lease needs
-the ``django_simba.force_release_lease`` permission, asks for confirmation,
-and is recorded in the admin log and on the ``django_simba.admin`` logger.
+With a backend that keeps its records in django-simba's tables (the database
+backend), "Leases" and "Sessions" list those rows; every remaining time is
+computed by the database, on the clock the backend uses. Other backends keep
+no rows: their "Leases" and "Sessions" pages show the status page of
+:mod:`.views` instead, read through the backend.
 """
 
 from __future__ import annotations
@@ -23,12 +18,12 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
-from . import adminviews
+from ..models import Lease, Member, Session
+from ..operations.status import format_seconds
+from . import views
 from .dbclock import remaining_ms, session_remaining_ms
-from .models import Lease, Member, Session
-from .status import format_seconds
 
-FORCE_RELEASE_PERMISSION = adminviews.FORCE_RELEASE_PERMISSION
+FORCE_RELEASE_PERMISSION = views.FORCE_RELEASE_PERMISSION
 
 
 class _ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -46,9 +41,9 @@ class _ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        if not adminviews.uses_tables():
+        if not views.uses_tables():
             # No rows on this backend: show what the backend itself reports.
-            return adminviews.status_view(self.admin_site, request)
+            return views.status_view(self.admin_site, request)
         return super().changelist_view(request, extra_context)
 
 
@@ -84,7 +79,7 @@ class LeaseAdmin(_ReadOnly):
     change_list_template = "admin/django_simba/lease/change_list.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        alias = adminviews.tables_alias()
+        alias = views.tables_alias()
         sessions = Session.objects.using(alias).filter(session_id=OuterRef("session_id"))
         return (
             super()
@@ -130,9 +125,9 @@ class LeaseAdmin(_ReadOnly):
     def force_release(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
         names = list(queryset.values_list("name", flat=True))
         if request.POST.get("post") == "yes":
-            adminviews.release_and_report(self, request, names)
+            views.release_and_report(self, request, names)
             return None
-        return adminviews.confirmation(
+        return views.confirmation(
             self.admin_site,
             request,
             names,
@@ -143,19 +138,17 @@ class LeaseAdmin(_ReadOnly):
         )
 
     def has_force_release_permission(self, request: HttpRequest) -> bool:
-        return adminviews.may_force_release(request)
+        return views.may_force_release(request)
 
     def get_urls(self) -> list[URLPattern]:
         site = self.admin_site
         view = site.admin_view
         custom = [
-            path("status/", view(adminviews.bind(adminviews.status_view, site)), name="django_simba_status"),
-            path(
-                "members/", view(adminviews.bind(adminviews.members_view, site)), name="django_simba_members"
-            ),
+            path("status/", view(views.bind(views.status_view, site)), name="django_simba_status"),
+            path("members/", view(views.bind(views.members_view, site)), name="django_simba_members"),
             path(
                 "force-release/<str:name>/",
-                view(adminviews.bind(adminviews.force_release_view, site, self)),
+                view(views.bind(views.force_release_view, site, self)),
                 name="django_simba_force_release",
             ),
         ]
@@ -194,7 +187,7 @@ class SessionAdmin(_ReadOnly):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        alias = adminviews.tables_alias()
+        alias = views.tables_alias()
         held = (
             Lease.objects.using(alias)
             .filter(session_id=OuterRef("session_id"))
@@ -225,9 +218,7 @@ class SessionAdmin(_ReadOnly):
 
     @admin.display(description="leases held")
     def held_leases(self, obj: Session) -> str:
-        rows = (
-            Lease.objects.using(adminviews.tables_alias()).filter(session_id=obj.session_id).order_by("name")
-        )
+        rows = Lease.objects.using(views.tables_alias()).filter(session_id=obj.session_id).order_by("name")
         items = format_html_join("", "<li>{} (token {})</li>", rows.values_list("name", "token"))
         return format_html("<ul>{}</ul>", items) if items else "-"
 
@@ -236,5 +227,5 @@ class SessionAdmin(_ReadOnly):
         return ", ".join(self._groups(obj)) or "-"
 
     def _groups(self, obj: Session) -> list[str]:
-        rows = Member.objects.using(adminviews.tables_alias()).filter(session_id=obj.session_id)
+        rows = Member.objects.using(views.tables_alias()).filter(session_id=obj.session_id)
         return list(rows.order_by("group_name").values_list("group_name", flat=True))

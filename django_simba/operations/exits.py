@@ -8,8 +8,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from django.core.management.base import CommandError
 
-from ..lognoise import quiet_client_logs
 from ..spi import BackendUnavailable, ConfigurationError, InvalidName
+from .lognoise import quiet_client_logs
 
 #: The backend could not be reached (or did not answer in time).
 UNREACHABLE = 2

@@ -1,9 +1,9 @@
 """The database's clock as a Django expression, for reading the database backend's tables.
 
-The tables hold expiry times in UTC epoch milliseconds on the database's clock
-(SPEC 2.4), so "how long is left" must be computed by the database too: the
-admin annotates ``expires_at - DatabaseNow()``, never compares with the web
-server's clock.
+The tables hold expiry times in UTC epoch milliseconds on the database's clock,
+and no application host's clock may decide what is left, so "how long is left"
+is computed by the database too: the admin annotates ``expires_at -
+DatabaseNow()``, never compares with the web server's clock.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BigIntegerField, Expression, F, Subquery
 from django.db.models.sql.compiler import SQLCompiler
 
-from .spi import NotSupported
+from ..spi import NotSupported
 
 
 class DatabaseNow(Expression):
@@ -43,7 +43,7 @@ def remaining_ms(expires_at: str = "expires_at") -> Any:
 
 def session_remaining_ms(session_id: Any, using: str) -> Subquery:
     """Milliseconds left to the session ``session_id`` (an ``OuterRef``), NULL when it is gone."""
-    from .models import Session
+    from ..models import Session
 
     rows = Session.objects.using(using).filter(session_id=session_id)
     return Subquery(rows.annotate(left=remaining_ms()).values("left")[:1], output_field=BigIntegerField())

@@ -1,0 +1,68 @@
+"""A django-health-check (4.x) check reporting this process's Simba session.
+
+::
+
+    # urls.py
+    from health_check.views import HealthCheckView
+
+    urlpatterns = [
+        path("health/", HealthCheckView.as_view(checks=[
+            "health_check.checks.Database",
+            "django_simba.integrations.health_check.SimbaSession",
+        ])),
+    ]
+
+Unavailable when the process has no live session (the backend cannot be
+reached, or the engine was never started and ``start`` is False); a warning
+when the session is live but its local deadline is less than one renew
+interval away, which means keep-alives are failing or late.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+
+from health_check.base import HealthCheck
+from health_check.exceptions import ServiceUnavailable, ServiceWarning
+
+from ..spi import SimbaError
+
+
+@dataclasses.dataclass
+class SimbaSession(HealthCheck):  # type: ignore[misc]  # health_check ships no types
+    """The process's session is live and kept alive in time.
+
+    ``start``: start the engine if nothing started it yet (the first probe then
+    waits up to ``wait`` seconds for the session to open).
+    """
+
+    start: bool = True
+    wait: float = dataclasses.field(default=3.0, repr=False)
+    timeout: datetime.timedelta = dataclasses.field(default=datetime.timedelta(seconds=5), repr=False)
+
+    def run(self) -> None:
+        from ..registry import get_engine, peek_engine
+
+        engine = peek_engine()
+        if engine is None or not engine.started or engine.closed:
+            if not self.start:
+                raise ServiceUnavailable("the Simba engine is not started in this process")
+            engine = get_engine()
+        vendor = engine.backend.vendor
+        try:
+            engine.wait_for_session(self.wait)
+        except SimbaError as error:
+            # The class name only: a driver's message may name hosts or users.
+            raise ServiceUnavailable(
+                f"no live session on the {vendor} backend ({type(error).__name__})"
+            ) from error
+        deadline = engine.session_deadline
+        trusted = 0.0 if deadline is None else deadline - engine.now()
+        if trusted <= 0:
+            raise ServiceUnavailable(f"the session on the {vendor} backend passed its deadline")
+        if trusted < engine.config.renew_interval:
+            raise ServiceWarning(f"keep-alives are late: the session is trusted for {trusted:.1f} s only")
+
+    def pretty_status(self) -> str:
+        return "OK"
