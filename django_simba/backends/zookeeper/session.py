@@ -129,6 +129,9 @@ class ZkSession:
                 session.renew_by = local_clock() + lease
         except BaseException as error:
             session.end("opening it failed")
+            # The caller never gets this session: stop its client now, not after the caller moved
+            # on (kazoo would go on retrying, and logging, behind its back). Bounded by the call.
+            session._stopped.wait(max(0.0, deadline.left()))
             if isinstance(error, KazooException):
                 raise translate(error, "opening a session") from error
             raise
