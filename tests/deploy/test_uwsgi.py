@@ -23,7 +23,9 @@ from pathlib import Path
 import pytest
 
 from django_simba.testing import wait_until
+from tests.conftest import server_missing
 from tests.deploy.conftest import (
+    BIN,
     BOOT,
     LEASE,
     STOP,
@@ -37,6 +39,12 @@ from tests.deploy.conftest import (
 pytestmark = pytest.mark.redis
 
 WORKERS = 2
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _uwsgi_installed() -> None:
+    if not (BIN / "uwsgi").exists():
+        server_missing("uWSGI (built by the test extras: pip compiles it with gcc and Python's headers)")
 
 
 @dataclass
