@@ -209,3 +209,26 @@ def test_with_python_fork_hooks_a_lock_taken_while_loading_keeps_the_master_sess
     assert live_sessions(backend, workers) == []
     # uWSGI's master runs no exit handler: its session is left to expire.
     assert live_sessions(backend, {server.pid}) == [server.pid]
+
+
+@pytest.mark.parametrize(
+    ("value", "set_"),
+    [
+        (True, True),
+        (b"true", True),
+        (b"1", True),
+        (b"Off", False),
+        (b"no", False),
+        (b"0", False),
+        (None, False),
+    ],
+)
+def test_options_are_read_as_uwsgi_reads_them(monkeypatch, value, set_):
+    """From the command line a flag is True; from an ini file it is the text written there."""
+    from types import SimpleNamespace
+
+    from django_simba.integrations import uwsgi as integration
+
+    opt = {} if value is None else {"py-call-uwsgi-fork-hooks": [b"1", value]}  # given twice: the last
+    monkeypatch.setitem(sys.modules, "uwsgi", SimpleNamespace(masterpid=lambda: 1, opt=opt))
+    assert integration.forks_with_python_hooks() is set_
