@@ -34,6 +34,7 @@ from tests.deploy.conftest import (
     live_sessions,
     record_take_over,
     wait_for_leader,
+    workers_up,
 )
 
 pytestmark = pytest.mark.redis
@@ -72,17 +73,6 @@ def uwsgi(*options: str) -> Uwsgi:
         *options,
     ]
     return Uwsgi(argv, f"http://127.0.0.1:{port}")
-
-
-def workers_up(server, backend, *, not_among: frozenset[int] = frozenset()) -> set[int]:
-    """Wait until two new workers run, each with a live session; their pids."""
-
-    def ready() -> set[int] | None:
-        workers = server.children() - not_among
-        up = len(workers) == WORKERS and len(live_sessions(backend, workers)) == WORKERS
-        return workers if up else None
-
-    return wait_until(ready, BOOT, interval=0.05, message="two workers with a session each")
 
 
 def take_turns(url: str, prefix: str) -> list[dict[str, object]]:
@@ -134,7 +124,7 @@ def test_each_worker_holds_a_session_of_its_own_and_a_stop_closes_them(
 ):
     served = uwsgi(*options)
     server = start_server(served.argv)
-    workers = workers_up(server, backend)
+    workers = workers_up(server, backend, count=WORKERS)
     assert_held_by_workers_only(backend, server, workers, election_name)
     assert_a_session_and_a_term_each(take_turns(served.url, f"{election_name}.turns"), workers)
     assert live_sessions(backend, {server.pid}) == []
@@ -153,12 +143,12 @@ def test_a_graceful_reload_and_shutdown_close_the_workers_sessions(
     fifo = tmp_path / "master.fifo"
     served = uwsgi("--master-fifo", str(fifo))
     server = start_server(served.argv)
-    old = workers_up(server, backend)
+    old = workers_up(server, backend, count=WORKERS)
     old_leader = wait_for_leader(backend, election_name, among=old)
     assert live_sessions(backend, {server.pid}) == []
 
     server.signal(signal.SIGHUP)  # --reload: the master runs itself again, and loads the project again
-    new = workers_up(server, backend, not_among=frozenset(old))
+    new = workers_up(server, backend, count=WORKERS, not_among=frozenset(old))
     assert live_sessions(backend, old) == []
     # The old leader released on its way out: a new worker leads without waiting for the expiry.
     assert wait_for_leader(backend, election_name, among=new, timeout=LEASE / 2) != old_leader
@@ -180,11 +170,11 @@ def test_a_worker_killed_outright_is_replaced_by_one_that_takes_the_candidacy(
     # Short leases: a worker killed with SIGKILL cannot close its session, so it expires.
     served = uwsgi()
     server = start_server(served.argv, simba={"LEASE_DURATION": 3, "RENEW_INTERVAL": 1})
-    workers = workers_up(server, backend)
+    workers = workers_up(server, backend, count=WORKERS)
     leader = wait_for_leader(backend, election_name, among=workers)
     server.kill_child(leader)
     # The master forks a new worker, which contends with the candidacy the master kept for it.
-    workers = workers_up(server, backend, not_among=frozenset({leader}))
+    workers = workers_up(server, backend, count=WORKERS, not_among=frozenset({leader}))
     assert wait_for_leader(backend, election_name, among=workers) in workers
     assert live_sessions(backend, {server.pid}) == []
     assert leader_pid(backend, election_name) != server.pid
@@ -197,7 +187,7 @@ def test_with_python_fork_hooks_a_lock_taken_while_loading_keeps_the_master_sess
     locked = f"{election_name}.loading"
     served = uwsgi("--py-call-uwsgi-fork-hooks")
     server = start_server(served.argv, lock=locked)
-    workers = workers_up(server, backend)  # none stuck at its fork
+    workers = workers_up(server, backend, count=WORKERS)  # none stuck at its fork
     assert wait_for_leader(backend, election_name) in workers  # the election still runs in the workers
     assert live_sessions(backend, {server.pid}) == [server.pid]
     assert leader_pid(backend, locked) == server.pid
