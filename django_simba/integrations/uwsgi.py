@@ -29,9 +29,6 @@ from typing import Any
 
 logger = logging.getLogger("django_simba")
 
-#: uWSGI's own spellings of a false boolean option (``lazy-apps = off``).
-_FALSE = (b"false", b"off", b"no", b"0")
-
 
 def api() -> Any | None:
     """uWSGI's Python API, in a process uWSGI runs; None elsewhere."""
@@ -45,22 +42,6 @@ def is_master() -> bool:
     return uwsgi is not None and uwsgi.worker_id() == 0 and uwsgi.masterpid() == os.getpid()
 
 
-def option(name: str) -> bool:
-    """Whether the boolean option ``name`` is set, as uWSGI reads it."""
-    uwsgi = api()
-    value = None if uwsgi is None else uwsgi.opt.get(name)
-    if isinstance(value, list):
-        value = value[-1]  # given more than once: the last one counts
-    if isinstance(value, bytes):
-        return value.lower() not in _FALSE
-    return bool(value)
-
-
-def forks_with_python_hooks() -> bool:
-    """Whether uWSGI runs Python's fork hooks and repair around its forks (``py-call-uwsgi-fork-hooks``)."""
-    return option("py-call-uwsgi-fork-hooks")
-
-
 def connect() -> None:
     """Install uWSGI's hooks (idempotent: ``ready()`` may run twice)."""
     uwsgi = api()
@@ -69,10 +50,9 @@ def connect() -> None:
     _chain(uwsgi, "atexit", close_at_exit, first=False)  # the user's exit hook may still use a lock
     if is_master():
         _chain(uwsgi, "post_fork_hook", start_over_in_child, first=True)
-        if not forks_with_python_hooks():
-            from ..signals import session_opened
+        from ..signals import session_opened
 
-            session_opened.connect(_warn_of_a_session, weak=False, dispatch_uid="django_simba.uwsgi_master")
+        session_opened.connect(_warn_of_a_session, weak=False, dispatch_uid="django_simba.uwsgi_master")
 
 
 def start_over_in_child() -> None:
@@ -102,9 +82,9 @@ def _warn_of_a_session(session_id: str, **kwargs: Any) -> None:
     if is_master():
         logger.warning(
             "django-simba: session %s opened in uWSGI's master (a lock or a group used while the "
-            "application loads). The master forks its workers from C: a thread of ours running at a "
-            "fork can leave a worker stuck, and the master never closes the session (it expires). "
-            "Set lazy-apps, or py-call-uwsgi-fork-hooks.",
+            "application loads). The master forks the workers while the session's threads run, "
+            "which can leave a worker stuck, and it never closes the session (it expires). Take "
+            "the lock in the workers, or set lazy-apps.",
             session_id,
         )
 

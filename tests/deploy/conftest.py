@@ -157,9 +157,7 @@ def start_server(
 ) -> Iterator[object]:
     started: list[Server] = []
 
-    def start(
-        argv: Sequence[str], *, simba: dict[str, object] | None = None, lock: str | None = None
-    ) -> Server:
+    def start(argv: Sequence[str], *, simba: dict[str, object] | None = None) -> Server:
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "deploysite.settings",
@@ -169,8 +167,6 @@ def start_server(
             "PYTHONPATH": str(SITE),
             "PYTHONUNBUFFERED": "1",
         }
-        if lock:
-            env["DEPLOY_LOCK"] = lock
         env.pop("PYTEST_CURRENT_TEST", None)
         log = tmp_path / f"server-{len(started)}.log"
         with log.open("wb") as out:

@@ -180,45 +180,32 @@ def test_a_worker_killed_outright_is_replaced_by_one_that_takes_the_candidacy(
     assert leader_pid(backend, election_name) != server.pid
 
 
-def test_with_python_fork_hooks_a_lock_taken_while_loading_keeps_the_master_session(
-    start_server, backend, election_name
-):
-    """``py-call-uwsgi-fork-hooks``: the master may hold a session, and the workers still start cleanly."""
-    locked = f"{election_name}.loading"
-    served = uwsgi("--py-call-uwsgi-fork-hooks")
-    server = start_server(served.argv, lock=locked)
-    workers = workers_up(server, backend, count=WORKERS)  # none stuck at its fork
-    assert wait_for_leader(backend, election_name) in workers  # the election still runs in the workers
-    assert live_sessions(backend, {server.pid}) == [server.pid]
-    assert leader_pid(backend, locked) == server.pid
-    assert_a_session_and_a_term_each(take_turns(served.url, f"{election_name}.turns"), workers)
-    assert "opened in uWSGI's master" not in server.output()  # warned only where forks skip the hooks
-
-    server.signal(signal.SIGINT)
-    assert server.wait_exit() == 0
-    assert live_sessions(backend, workers) == []
-    # uWSGI's master runs no exit handler: its session is left to expire.
-    assert live_sessions(backend, {server.pid}) == [server.pid]
-
-
-@pytest.mark.parametrize(
-    ("value", "set_"),
-    [
-        (True, True),
-        (b"true", True),
-        (b"1", True),
-        (b"Off", False),
-        (b"no", False),
-        (b"0", False),
-        (None, False),
-    ],
-)
-def test_options_are_read_as_uwsgi_reads_them(monkeypatch, value, set_):
-    """From the command line a flag is True; from an ini file it is the text written there."""
+def test_the_hooks_keep_those_set_before_and_a_session_in_the_master_is_warned_of(monkeypatch, caplog):
+    """In a stand-in for uWSGI's module, as its master sees it: hooks chained once, in order."""
+    import os
     from types import SimpleNamespace
 
     from django_simba.integrations import uwsgi as integration
+    from django_simba.signals import session_opened
 
-    opt = {} if value is None else {"py-call-uwsgi-fork-hooks": [b"1", value]}  # given twice: the last
-    monkeypatch.setitem(sys.modules, "uwsgi", SimpleNamespace(masterpid=lambda: 1, opt=opt))
-    assert integration.forks_with_python_hooks() is set_
+    calls: list[str] = []
+    api = SimpleNamespace(
+        masterpid=os.getpid,
+        worker_id=lambda: 0,
+        atexit=lambda: calls.append("user atexit"),
+        post_fork_hook=lambda: calls.append("user post-fork"),
+    )
+    monkeypatch.setitem(sys.modules, "uwsgi", api)
+    monkeypatch.setattr(integration, "close_at_exit", lambda: calls.append("close"))
+    monkeypatch.setattr(integration, "start_over_in_child", lambda: calls.append("start over"))
+    try:
+        integration.connect()
+        integration.connect()  # ready() may run twice: still one of each
+        api.post_fork_hook()
+        api.atexit()
+        assert calls == ["start over", "user post-fork", "user atexit", "close"]
+        with caplog.at_level("WARNING", logger="django_simba"):
+            session_opened.send(sender=None, session_id="s1")
+        assert "session s1 opened in uWSGI's master" in caplog.text
+    finally:
+        session_opened.disconnect(dispatch_uid="django_simba.uwsgi_master")

@@ -1,4 +1,4 @@
-"""An app that starts an election in ready(), as users do for a scheduler, and may take a lock there."""
+"""An app that starts an election in ready(), as users do for a scheduler."""
 
 import os
 
@@ -14,8 +14,3 @@ class LeaderConfig(AppConfig):
             from django_simba import election
 
             self.election = election(name)
-        locked = os.environ.get("DEPLOY_LOCK")
-        if locked:  # held for the life of the process that loads the project
-            from django_simba import lock
-
-            self.term = lock(locked).acquire(10)
