@@ -19,11 +19,16 @@ def take_turns(request: HttpRequest) -> JsonResponse:
     """Hold a lock named after this process, and meanwhile a shared one, in turn with the others.
 
     ``?prefix=P&count=N``, sent N times at once. The holder of ``P.shared`` keeps it until every
-    participant after it waits for it (a worker serving one request at a time stays busy until
-    then, so the N requests run in N different workers). What each saw comes back as JSON.
+    other participant waits for it or is done with it (a worker serving one request at a time
+    stays busy until then, so the N requests run in N different workers). What each saw comes
+    back as JSON.
     """
     prefix, count = request.GET["prefix"], int(request.GET["count"])
-    blocked = group(f"{prefix}.blocked")
+    blocked, done = group(f"{prefix}.blocked"), group(f"{prefix}.done")
+
+    def the_others_wait_or_are_done() -> bool:
+        return len(blocked.members()) + len(done.members()) >= count - 1
+
     with lock(f"{prefix}.own.{os.getpid()}", timeout=TURNS_TIMEOUT) as own:
         shared = lock(f"{prefix}.shared")
         term = shared.try_acquire()
@@ -33,12 +38,11 @@ def take_turns(request: HttpRequest) -> JsonResponse:
             blocked.leave()
         acquired = time.monotonic()
         held_by = owner(term.name)  # the backend's view, while this process holds it
-        # The participants after this term, all waiting for it: the tokens of a new name start at 1.
-        later = count - term.token
-        wait_until(lambda: len(blocked.members()) >= later, TURNS_TIMEOUT, message="the others waiting")
+        wait_until(the_others_wait_or_are_done, TURNS_TIMEOUT, message="the others waiting")
         valid = term.is_valid()
         released = time.monotonic()
         shared.release()
+        done.join()
     return JsonResponse(
         {
             "pid": os.getpid(),
