@@ -142,7 +142,8 @@ class Engine:
 
         Every caller still waiting for a name, or for a session, wakes with :class:`EngineClosed`.
         """
-        self._ensure_own_process()  # in a child forked without hooks: never close the parent's session
+        # In a child forked without hooks: forget the parent's session (never close it), open none.
+        self._ensure_own_process(start=False)
         with self.mutex:
             if self.keeper.closed:
                 return
@@ -156,7 +157,7 @@ class Engine:
         self.runtime.stop(self.backend.timeout if timeout is None else timeout)
         self.backend.close()
 
-    def _ensure_own_process(self) -> None:
+    def _ensure_own_process(self, *, start: bool = True) -> None:
         """Start over if this is a child forked without Python's fork hooks (uWSGI's default prefork).
 
         Such a child inherits the parent's engine as it was, session and terms included: used
@@ -174,9 +175,9 @@ class Engine:
                     pid,
                     self._pid,
                 )
-                self._after_fork_in_child()
+                self._after_fork_in_child(start=start)
 
-    def _after_fork_in_child(self) -> None:
+    def _after_fork_in_child(self, *, start: bool = True) -> None:
         """The child never uses the parent's session or connections; it starts its own."""
         self._pid = self.runtime.pid()
         was_started = self.keeper.started and not self.keeper.closed
@@ -193,7 +194,7 @@ class Engine:
             candidates.extend(
                 c for c in [slot.holder, *slot.waiting] if c is not None and c._contends_after_fork()
             )
-        if was_started or candidates:
+        if start and (was_started or candidates):
             self.start()
             with self.mutex:
                 for candidate in candidates:

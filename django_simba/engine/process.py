@@ -38,7 +38,7 @@ def track(engine: Engine) -> None:
     _engines.add(engine)
     with _hooks_lock:
         if not _hooks_installed:
-            os.register_at_fork(after_in_child=_reset_engines_in_child)
+            os.register_at_fork(after_in_child=reset_engines_in_child)
             atexit.register(close_engines_at_exit)
             _hooks_installed = True
 
@@ -48,7 +48,8 @@ def reset_lock(pid: int) -> threading.Lock:
     return _reset_locks.setdefault(pid, threading.Lock())
 
 
-def _reset_engines_in_child() -> None:
+def reset_engines_in_child() -> None:
+    """What a forked child runs first: Python's fork hook, or a server's own (uWSGI's post-fork hook)."""
     for engine in list(_engines):
         try:
             engine._after_fork_in_child()

@@ -11,9 +11,11 @@ itself and keeps the candidacies begun there for the processes it forks
    process, which starts its own engine);
 4. gunicorn's master holds (it loaded Django before forking: ``--preload``, or a
    config file that sets Django up);
-5. Celery's worker main process holds, until ``worker_init`` names a pool that
+5. uWSGI's master holds (it loaded the application before forking the workers:
+   the default, without ``lazy-apps``);
+6. Celery's worker main process holds, until ``worker_init`` names a pool that
    runs the tasks in that process (solo, threads, gevent, eventlet);
-6. every other process serves.
+7. every other process serves.
 
 The rules are checked once per process, when its first engine is built.
 """
@@ -29,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from ..engine import Engine
 from ..engine.prefork import hold_for_children
 from ..engine.prefork import serve_here as serve_held
-from . import celery, gunicorn, runserver
+from . import celery, gunicorn, runserver, uwsgi
 
 logger = logging.getLogger("django_simba")
 
@@ -60,11 +62,13 @@ def holds_for_children(
 
 
 def detect(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[bool, str]:
-    """Rules 3 to 6 of the module's docstring."""
+    """Rules 3 to 7 of the module's docstring."""
     if runserver.is_watcher(argv, environ):
         return True, "the autoreloader's watcher (the serving child starts its own engine)"
     if gunicorn.is_master(argv):
         return True, "gunicorn's master (its workers serve)"
+    if uwsgi.is_master():
+        return True, "uWSGI's master (its workers serve)"
     if celery.is_worker_main(argv):
         return True, "Celery's worker main process (its pool processes serve)"
     return False, "a serving process"
@@ -95,7 +99,8 @@ def forked_child_serves() -> bool:
     return not gunicorn.is_daemonizing()
 
 
-def _after_fork_in_child() -> None:
+def after_fork_in_child() -> None:
+    """Rule 1, in a forked child: Python's fork hook, and uWSGI's (it forks without Python's hooks)."""
     global _learnt, _lock
     _lock = threading.Lock()  # another thread may have held it at the fork
     parent = _learnt if _learnt is not None else _detected
@@ -105,4 +110,4 @@ def _after_fork_in_child() -> None:
         _learnt = (os.getpid(), not serves, why)
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(after_in_child=after_fork_in_child)

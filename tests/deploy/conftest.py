@@ -217,6 +217,19 @@ def live_sessions(backend: RedisBackend, pids: set[int]) -> list[int]:
     return found
 
 
+def workers_up(
+    server: Server, backend: RedisBackend, *, count: int = 2, not_among: frozenset[int] = frozenset()
+) -> set[int]:
+    """Wait until ``count`` new children of the server run, each with a live session; their pids."""
+
+    def ready() -> set[int] | None:
+        workers = server.children() - not_among
+        up = len(workers) == count and len(live_sessions(backend, workers)) == count
+        return workers if up else None
+
+    return wait_until(ready, BOOT, interval=0.05, message=f"{count} workers with a session each")
+
+
 def leader_pid(backend: RedisBackend, name: str) -> int | None:
     info = backend.owner(name)
     return pid_of(info.metadata) if info is not None else None

@@ -15,6 +15,7 @@ from tests.deploy.conftest import (
     live_sessions,
     record_take_over,
     wait_for_leader,
+    workers_up,
 )
 
 pytestmark = pytest.mark.redis
@@ -28,16 +29,6 @@ def gunicorn(*options: str) -> list[str]:
     quiet = ["--no-control-socket"] if "control_socket_disable" in names else []
     bind = f"127.0.0.1:{free_port()}"
     return ["gunicorn", *quiet, "--workers", "2", "--bind", bind, *options, "deploysite.wsgi"]
-
-
-def workers_up(server, backend, *, not_among: frozenset[int] = frozenset()) -> set[int]:
-    """Wait until two new workers run, each with a live session; their pids."""
-
-    def ready() -> set[int] | None:
-        workers = server.children() - not_among
-        return workers if len(workers) == 2 and len(live_sessions(backend, workers)) == 2 else None
-
-    return wait_until(ready, BOOT, interval=0.05, message="two workers with a session each")
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGQUIT], ids=lambda s: s.name)
