@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from .config import SimulationConfig
 from .invariants import Takeover, Violation
 
-
 #: Violations a report lists (the rest are counted).
 REPORTED_VIOLATIONS = 10
 
