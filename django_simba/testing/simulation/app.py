@@ -139,7 +139,9 @@ class Application:
                 if lock.locked():
                     self._write(lock.term)  # type: ignore[arg-type]
         self.join_group()  # a join that failed is tried again
-        if self.candidates > 1 and self._random.random() < STEP_DOWN:
+        # Steps down while faults go on: the calm tail of a run shows that every name is led.
+        stepping_down = self.candidates > 1 and self._random.random() < STEP_DOWN
+        if stepping_down and self.world.now < self.world.calm_from:
             self._step_down()
         self.process.call_later(self._interval(), self._tick)
 

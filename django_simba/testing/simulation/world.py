@@ -96,6 +96,8 @@ class World:
         self.ran: list[SimProcess] = []  # processes whose code a world event ran
         self._granted: list[str] = []
         self.episodes = plan_faults(config, random.Random(f"{config.seed}:faults"))
+        #: When the last fault ends: the workload disturbs nothing on its own after it.
+        self.calm_from = max((e.end for e in self.episodes), default=0.0)
         self.injector = Injector(self)
 
     # -- clocks and the heap -----------------------------------------------------------
