@@ -1,7 +1,9 @@
 """Engine issues the simulation found, each reduced to a scripted scenario on one virtual clock.
 
 Each was a failure before its fix in the engine (or the token-scoped release of
-the SPI); they stay as regression tests.
+the SPI); they stay as regression tests. The last three were found by the widened
+model (a backend that hands names over, forks without hooks) and fail until the
+engine is fixed.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from collections import deque
 import pytest
 
 from django_simba.backends.memory import MemoryBackend
-from django_simba.engine import CONTEND_LANE, SESSION_LANE, Engine, EngineConfig
+from django_simba.engine import CONTEND_LANE, SESSION_LANE, Election, Engine, EngineConfig
+from django_simba.spi import BackendUnavailable, Grant
 from django_simba.testing.runtime import Fate, VirtualRuntime
+from django_simba.testing.simulation import SimulationConfig, World
+from django_simba.testing.simulation.config import HandOver
 
 LEASE, RENEW, DRIFT = 15.0, 5.0, 0.01
 
@@ -118,3 +123,85 @@ def test_a_release_applied_after_its_timeout_never_frees_a_newer_term(runtime, b
     assert second.is_valid()
     holder = backend.owner("gamma")
     assert holder is not None and holder.session_id == engine.session_id, "the held term was freed"
+
+
+# -- found by the widened model: they fail on the engine the simulation was widened against -------
+
+
+class RefusingBackend(MemoryBackend):
+    """Hands names over; refuses, unapplied, every call of the operations in ``refused``."""
+
+    def __init__(self, **options: object) -> None:
+        super().__init__(hand_over=True, **options)  # type: ignore[arg-type]
+        self.refused: set[str] = set()
+
+    def _release(self, session_id: str, name: str, token: int | None) -> None:
+        if "release" in self.refused:
+            raise BackendUnavailable("connection reset")
+        super()._release(session_id, name, token)
+
+    def _acquire(self, session_id: str, name: str, wait: bool) -> Grant | None:
+        if "acquire" in self.refused:
+            raise BackendUnavailable("connection reset")
+        return super()._acquire(session_id, name, wait)
+
+
+def two_local_candidates(runtime: ScriptedRuntime, engine: Engine) -> tuple[Election, Election]:
+    """A leads ``x``; B, a second candidate of the same process, waits behind it."""
+    leader = engine.election("x")
+    runtime.run_until_true(lambda: leader.is_leader, 1)
+    waiter = engine.election("x")
+    runtime.advance(0.1)
+    assert waiter.term is None
+    return leader, waiter
+
+
+def test_a_term_whose_release_failed_is_never_handed_to_another_local_candidate(runtime):
+    backend = RefusingBackend(timeout=RENEW, clock=runtime.now)
+    engine = Engine(backend, EngineConfig(lease_duration=LEASE, renew_interval=RENEW, drift=DRIFT), runtime)
+    engine.start()
+    runtime.run_until_true(lambda: engine.session_id is not None, 1)
+    leader, waiter = two_local_candidates(runtime, engine)
+    first = leader.term
+    assert first is not None
+    backend.refused = {"release", "acquire"}
+    leader.close()  # its release fails unapplied: the backend still lists x for this session
+    keep_alive_at = runtime.now() + RENEW
+    runtime.run_until(keep_alive_at + 0.1)  # B's attempts failed meanwhile; the keep-alive lists x
+    assert backend.keep_alive(engine.session_id, LEASE).owned == {"x": first.token}
+    term = waiter.term
+    assert term is None or term.token > first.token, f"B holds {term}, the token of A's {first}"
+
+
+def test_a_keep_alive_listing_older_than_a_release_hands_nothing_to_another_local_candidate(runtime):
+    backend = MemoryBackend(timeout=RENEW, clock=runtime.now, hand_over=True)
+    engine = Engine(backend, EngineConfig(lease_duration=LEASE, renew_interval=RENEW, drift=DRIFT), runtime)
+    engine.start()
+    runtime.run_until_true(lambda: engine.session_id is not None, 1)
+    leader, waiter = two_local_candidates(runtime, engine)
+    first = leader.term
+    assert first is not None
+    rival = backend.open_session(LEASE, "rival").session_id
+    assert backend.acquire(rival, "x", wait=True) is None  # another session waits in x's line
+    runtime.script[SESSION_LANE].append(Fate(reply_delay=2.0))  # the next keep-alive answers late
+    keep_alive_at = runtime.now() + RENEW
+    runtime.run_until(keep_alive_at + 0.5)  # applied, listing x; its reply is on its way
+    leader.close()  # the release hands x to the rival, with the next token
+    handed = backend.owner("x")
+    assert handed is not None and handed.session_id == rival and handed.token == first.token + 1
+    runtime.run_until(keep_alive_at + 2.5)  # the late listing of x arrives
+    term = waiter.term
+    assert term is None, f"B holds {term} while the backend gave x to the rival"
+
+
+def test_a_child_forked_without_hooks_never_acts_on_its_parents_terms():
+    world = World(SimulationConfig(seed=4, hand_over=HandOver.ON_RELEASE))
+    world.episodes = []  # no fault but the fork
+    world.start()
+    world.advance_to(10.0)
+    parent = next(p for p in world.alive if any(p.app.believed(name) for name in world.config.names))
+    child = world.fork(parent)  # its first work looks at what it leads
+    world.advance_to(20.0)
+    world.exit(child)  # at interpreter exit: it closes its engine
+    world.advance_to(40.0)
+    assert world.checker.violations == [], "\n".join(map(str, world.checker.violations))
