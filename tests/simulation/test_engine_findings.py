@@ -1,9 +1,9 @@
 """Engine issues the simulation found, each reduced to a scripted scenario on one virtual clock.
 
 Each was a failure before its fix in the engine (or the token-scoped release of
-the SPI); they stay as regression tests. The last three were found by the widened
-model (a backend that hands names over, forks without hooks) and fail until the
-engine is fixed.
+the SPI); they stay as regression tests. The last five were found by the widened
+model (a backend that hands names over, every call late, forks without hooks) and
+fail until the engine is fixed.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from django_simba.backends.memory import MemoryBackend
 from django_simba.engine import CONTEND_LANE, SESSION_LANE, Election, Engine, EngineConfig
-from django_simba.spi import BackendUnavailable, Grant
+from django_simba.spi import BackendTimeout, BackendUnavailable, Grant
 from django_simba.testing.runtime import Fate, VirtualRuntime
 from django_simba.testing.simulation import SimulationConfig, World
 from django_simba.testing.simulation.config import HandOver
@@ -205,3 +205,54 @@ def test_a_child_forked_without_hooks_never_acts_on_its_parents_terms():
     world.exit(child)  # at interpreter exit: it closes its engine
     world.advance_to(40.0)
     assert world.checker.violations == [], "\n".join(map(str, world.checker.violations))
+
+
+def test_a_second_acquire_let_out_by_a_stop_waiting_never_frees_the_term_held_now(runtime):
+    backend = MemoryBackend(timeout=RENEW, clock=runtime.now, hand_over=True)
+    engine = Engine(backend, EngineConfig(lease_duration=LEASE, renew_interval=RENEW, drift=DRIFT), runtime)
+    engine.start()
+    runtime.run_until_true(lambda: engine.session_id is not None, 1)
+    runtime.advance(0.1)
+    first = engine.election("x")
+    runtime.run_until_true(lambda: first.is_leader, 1)
+    rival = backend.open_session(3 * LEASE, "rival").session_id
+    assert backend.acquire(rival, "x", wait=True) is None
+    runtime.script[CONTEND_LANE].append(Fate(lose_request=True))
+    engine.submit(lambda: backend.members("workers"), lambda outcome: None)  # holds the lane for 5 s
+    first.close()  # leaves x's line (queued behind the lost call), then releases: x goes to the rival
+    second = engine.election("x")  # its attempt is queued too
+    granted = backend.acquire(rival, "x")
+    assert granted is not None
+    backend.release(rival, "x", granted.token)  # x is handed to this process's session
+    runtime.run_until(runtime.now() + RENEW + 1.0)  # the queued calls go out one after the other
+    term = second.term
+    assert term is not None and term.token == granted.token + 1
+    holder = backend.owner("x")
+    assert holder is not None and holder.token == term.token, f"{term} is held here, freed on the backend"
+
+
+class LateLeavingBackend(MemoryBackend):
+    """Applies a ``leave`` only long after its caller gave up on it (a request delayed in the network)."""
+
+    def __init__(self, runtime: VirtualRuntime, **options: object) -> None:
+        super().__init__(**options)  # type: ignore[arg-type]
+        self.runtime = runtime
+
+    def _leave(self, session_id: str, group: str) -> None:
+        self.runtime.call_later(2 * RENEW, lambda: super(LateLeavingBackend, self)._leave(session_id, group))
+        raise BackendTimeout(f"no reply within {RENEW} s")
+
+
+def test_a_leave_applied_after_its_timeout_never_undoes_a_later_join(runtime):
+    backend = LateLeavingBackend(runtime, timeout=RENEW, clock=runtime.now)
+    engine = Engine(backend, EngineConfig(lease_duration=LEASE, renew_interval=RENEW, drift=DRIFT), runtime)
+    engine.start()
+    runtime.run_until_true(lambda: engine.session_id is not None, 1)
+    session = engine.session_id
+    engine.join("workers", session_wait=0)
+    with pytest.raises(BackendTimeout):
+        engine.leave("workers")  # on its way, late
+    engine.join("workers", session_wait=0)
+    runtime.run_until(runtime.now() + 4 * RENEW)  # the late leave lands; keep-alives go on
+    assert engine.session_id == session
+    assert session in {m.session_id for m in backend.members("workers")}, "joined, yet no member"
