@@ -21,7 +21,17 @@ from django_simba.testing.simulation.invariants import (
     TOKEN_NOT_INCREASING,
     TWO_LEADERS,
 )
-from django_simba.testing.simulation.network import ANSWERED_LATE, CALL_EFFECTS, SLOW_REPLY
+from django_simba.testing.simulation.network import (
+    ANSWERED_LATE,
+    APPLIED_LATE,
+    CALL_EFFECTS,
+    LOST_REPLY,
+    LOST_REQUEST,
+    REFUSED,
+    RESET_AFTER,
+    RESET_BEFORE,
+    SLOW_REPLY,
+)
 
 SEEDS = int(os.environ.get("SIMBA_SIM_SEEDS", "2000"))
 JOBS = int(os.environ.get("SIMBA_SIM_JOBS", str(min(2, os.cpu_count() or 1))))
@@ -32,14 +42,19 @@ PREMISE_SEEDS = 60
 #: fixed, and their scripted scenarios in test_engine_findings.py guard against their return.
 KNOWN_ENGINE_ISSUES: frozenset[str] = frozenset()
 
-#: Every backend operation the workload's engines call, each of which every fault must hit.
+#: Every backend operation the workload's engines call: every kind of network fault must hit each.
 OPERATIONS = (
     "open_session", "keep_alive", "close_session", "acquire", "release", "stop_waiting",
     "join", "leave", "purge_expired", "watch_lease", "unwatch_lease",
 )
-#: Operations the engine calls only from the caller's thread, which a slow network never merely slows.
-DIRECT_ONLY = {"leave"}
-LANE_ONLY_EFFECTS = {ANSWERED_LATE, SLOW_REPLY}
+FAULT_KINDS = {
+    "lost": {LOST_REQUEST, LOST_REPLY},
+    "reset": {RESET_BEFORE, RESET_AFTER},
+    "late": {APPLIED_LATE, ANSWERED_LATE, SLOW_REPLY},
+    "refused": {REFUSED},
+}
+#: ... and every single fault the operations that decide who holds a name.
+EVERY_FAULT = ("acquire", "release", "keep_alive")
 
 
 def explain(summary: Summary, config: SimulationConfig) -> str:
@@ -75,9 +90,11 @@ def test_the_sweep_injects_every_fault_and_measures_take_overs(sweep: Summary):
     for effect in effects:
         assert sweep.faults[effect] > 0, effect
     for operation in OPERATIONS:
-        expected = set(CALL_EFFECTS) - (LANE_ONLY_EFFECTS if operation in DIRECT_ONLY else set())
-        missing = {effect for effect in expected if not sweep.call_faults[(operation, effect)]}
+        hit = {effect for effect in CALL_EFFECTS if sweep.call_faults[(operation, effect)]}
+        missing = {kind for kind, effects in FAULT_KINDS.items() if not hit & effects}
         assert not missing, (operation, missing)
+    for operation in EVERY_FAULT:
+        assert not set(CALL_EFFECTS) - {e for e in CALL_EFFECTS if sweep.call_faults[(operation, e)]}
     assert set(sweep.hand_overs) == {"never", "release", "always"}
     assert not any(k.value in sweep.faults for k in premise_kinds)
     assert sweep.takeovers_checked >= SEEDS // 10

@@ -3,13 +3,18 @@
 * It stands for election on every name of ``config.names`` and, while leader,
   writes to the fenced register (at once when elected, then every write interval).
   Some processes stand twice for each name, as two threads of one process would:
-  the engine then serializes two local candidates, and now and then the leading one
-  steps down (its thread stops, closing its candidacy) and stands again a moment later.
+  the engine then serializes two local candidates, and now and then one of them (the
+  leader, mostly) steps down (its thread stops, closing its candidacy) and stands again
+  a moment later.
 * It contends for every name of ``config.lock_names`` through two ``Lock`` objects,
   as two threads of one process would: one try-acquire at a time, a short hold, an
   explicit release or a maximum hold time; writing under the lock too.
-* It joins one group; a resign episode makes it close an election it leads and
-  leave the group, then stand and join again later.
+* It joins one group, and now and then leaves it and joins again; a resign episode
+  makes it close an election it leads and leave the group, then stand and join again
+  later.
+
+Stepping down and leaving happen only while faults go on: the calm tail of a run
+shows that every name is led and every process a member.
 
 Every write is decided while the term is valid and sent a moment later, so a pause
 can fall between the check and the write, as in a real program. The workload runs
@@ -33,8 +38,12 @@ if TYPE_CHECKING:
 GROUP = "workers"
 #: The share of processes that stand twice for each election name.
 TWO_CANDIDATES = 0.5
-#: At each write of a process that stands twice, the chance that its leader steps down.
+#: At each write of a process that stands twice, the chance that a candidate steps down...
 STEP_DOWN = 0.25
+#: ... and that it is the one that waits rather than the leader.
+WAITER_STEPS_DOWN = 0.3
+#: At each write, the chance that the process leaves its group (it joins again at the next one).
+LEAVE = 0.03
 
 
 class Application:
@@ -138,20 +147,21 @@ class Application:
             for lock in locks:
                 if lock.locked():
                     self._write(lock.term)  # type: ignore[arg-type]
-        self.join_group()  # a join that failed is tried again
-        # Steps down while faults go on: the calm tail of a run shows that every name is led.
-        stepping_down = self.candidates > 1 and self._random.random() < STEP_DOWN
-        if stepping_down and self.world.now < self.world.calm_from:
-            self._step_down()
+        self.join_group()  # a join that failed, or a leave, is followed by a join
+        faults_go_on = self.world.now < self.world.calm_from
+        if self.candidates > 1 and self._random.random() < STEP_DOWN and faults_go_on:
+            self._step_down(waiter=self._random.random() < WAITER_STEPS_DOWN)
+        if self._random.random() < LEAVE and faults_go_on:
+            self.leave_group()
         self.process.call_later(self._interval(), self._tick)
 
-    def _step_down(self) -> None:
-        """The thread of a leading candidate stops; another thread of the process stands on."""
+    def _step_down(self, *, waiter: bool) -> None:
+        """The thread of a candidate (the leader, or one that waits) stops; the process stands on."""
         for name, standing in self.elections.items():
-            leading = [e for e in standing if e.is_leader]
-            if leading:
-                standing.remove(leading[0])
-                leading[0].close()
+            chosen = [e for e in standing if e.is_leader != waiter]
+            if chosen:
+                standing.remove(chosen[0])
+                chosen[0].close()
                 pause = self._random.uniform(0.5, 3.0)
                 self.process.call_later(pause, lambda name=name: self._stand_again(name))  # type: ignore[misc]
                 return

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from .world import World, WorldEvent
 
 
+#: Often enough that every run purges a few times.
+PURGE_INTERVAL = 20.0
+
+
 class _NoThread:
     """A timer no thread will ever run (the fork did not copy the thread)."""
 
@@ -126,7 +130,7 @@ class SimProcess:
                     lease_duration=config.lease,
                     renew_interval=config.renew,
                     drift=config.drift,
-                    purge_interval=60.0,
+                    purge_interval=PURGE_INTERVAL,
                     metadata=self.label,
                 ),
                 self.runtime,
