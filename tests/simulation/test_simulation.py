@@ -129,12 +129,15 @@ def test_each_premise_breaks_the_invariants_it_must(premise: Premise, expected: 
         assert not {STALE_WRITE, TOKEN_NOT_INCREASING, DUPLICATE_TERM} & set(summary.violations)
 
 
-BREAKING_PREMISES = [Premise.CLOCK_STEP, Premise.SESSIONS_LOST, Premise.EVICTION_FREES_LEASES]
+#: Premises that break who leads, with how many seeds show it (an eviction breaks a run in four).
+BREAKING_PREMISES = [
+    (Premise.CLOCK_STEP, 20), (Premise.SESSIONS_LOST, 20), (Premise.EVICTION_FREES_LEASES, 40)
+]
 
 
-@pytest.mark.parametrize("premise", BREAKING_PREMISES, ids=lambda p: p.value)
-def test_the_premise_is_what_breaks_them(premise: Premise):
-    broken = run_seeds(range(20), SimulationConfig(seed=0, premises=frozenset({premise})))
+@pytest.mark.parametrize(("premise", "seeds"), BREAKING_PREMISES, ids=[p.value for p, _ in BREAKING_PREMISES])
+def test_the_premise_is_what_breaks_them(premise: Premise, seeds: int):
+    broken = run_seeds(range(seeds), SimulationConfig(seed=0, premises=frozenset({premise})))
     assert len(broken.failing_seeds) >= 5
     intact = run_seeds(broken.failing_seeds, SimulationConfig(seed=0))
     unexplained = {s: k for s, k in intact.first_violation.items() if k not in KNOWN_ENGINE_ISSUES}

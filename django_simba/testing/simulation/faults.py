@@ -41,6 +41,10 @@ PREMISE_EPISODES = {
     Premise.EVICTION_FREES_LEASES: FaultKind.SESSION_EVICTED,
 }
 
+#: How often a run injects a premise: an eviction breaks something only when another session is
+#: quick to take what the evicted leader still trusts, so it comes five times.
+PREMISE_REPEATS = {Premise.EVICTION_FREES_LEASES: 5}
+
 #: The share of runs that end with a calm tail long enough to check recovery.
 RECOVERY_RUNS = 0.35
 
@@ -123,8 +127,9 @@ def plan_faults(config: SimulationConfig, rng: random.Random) -> list[Episode]:
             t += length  # else the next episode overlaps this one
     for premise, kind in PREMISE_EPISODES.items():
         if premise in config.premises:
-            at = rng.uniform(first, max(first, last))
-            episodes.append(Episode(at, at, kind, None, rng.uniform(1.05, 2.0)))
+            for _ in range(PREMISE_REPEATS.get(premise, 1)):
+                at = rng.uniform(first, max(first, last))
+                episodes.append(Episode(at, at, kind, None, rng.uniform(1.05, 2.0)))
     if Premise.DRIFT_EXCEEDED in config.premises:
         # Cut the slow process (slot 0) off for longer than a lease, so its clock decides alone.
         at = rng.uniform(first, max(first, last))
