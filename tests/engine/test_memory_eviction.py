@@ -7,7 +7,7 @@ import pytest
 from django_simba.backends.memory import MemoryBackend
 from django_simba.spi import Notification, NotificationKind, SessionExpired
 
-from .test_memory_line import Clock, backend_on, heard
+from .test_memory_line import Clock, backend_on, heard, holder_and_waiter
 
 LEASE = 10.0
 
@@ -69,10 +69,8 @@ def test_where_evictions_free_leases_the_next_keep_alive_frees_them(clock):
 
 def test_an_evicted_waiter_leaves_the_line(clock):
     backend = backend_on(clock, hand_over=True)
-    holder, waiter = (backend.open_session(LEASE, n).session_id for n in ("h", "w"))
-    grant = backend.acquire(holder, "x")
-    assert grant is not None and backend.acquire(waiter, "x", wait=True) is None
+    holder, waiter, token = holder_and_waiter(backend)
     backend.evict_session(waiter)
     assert backend.line("x") == []
-    backend.release(holder, "x", grant.token)
+    backend.release(holder, "x", token)
     assert backend.owner("x") is None

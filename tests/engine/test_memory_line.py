@@ -79,22 +79,26 @@ def test_dead_waiters_are_skipped_and_an_empty_line_frees_the_name(clock):
     assert backend.owner("x") is None
 
 
-def test_a_waiter_that_stops_waiting_is_not_handed_the_name(clock):
-    backend = backend_on(clock, hand_over=True)
+def holder_and_waiter(backend: MemoryBackend) -> tuple[str, str, int]:
+    """Two sessions: one holds ``x`` (with the token returned), the other waits in its line."""
     holder, waiter = (backend.open_session(LEASE, n).session_id for n in ("h", "w"))
     grant = backend.acquire(holder, "x")
     assert grant is not None and backend.acquire(waiter, "x", wait=True) is None
+    return holder, waiter, grant.token
+
+
+def test_a_waiter_that_stops_waiting_is_not_handed_the_name(clock):
+    backend = backend_on(clock, hand_over=True)
+    holder, waiter, token = holder_and_waiter(backend)
     backend.stop_waiting(waiter, "x")
-    backend.release(holder, "x", grant.token)
+    backend.release(holder, "x", token)
     assert backend.owner("x") is None
 
 
 def test_a_release_of_an_older_term_hands_nothing_over(clock):
     backend = backend_on(clock, hand_over=True)
-    holder, waiter = (backend.open_session(LEASE, n).session_id for n in ("h", "w"))
-    grant = backend.acquire(holder, "x")
-    assert grant is not None and backend.acquire(waiter, "x", wait=True) is None
-    backend.release(holder, "x", grant.token + 5)
+    holder, waiter, token = holder_and_waiter(backend)
+    backend.release(holder, "x", token + 5)
     info = backend.owner("x")
     assert info is not None and info.session_id == holder
     assert backend.line("x") == [waiter]
@@ -149,21 +153,12 @@ def test_an_expired_holder_is_passed_over_by_the_next_call_before_it_looks(clock
     assert backend.next_expiry() == pytest.approx(100.0 + 3 * LEASE)
 
 
-class TestHandingMemoryBackend(BackendTCK):
+class TestMemoryBackendsThatHandOver(BackendTCK):
     lease_duration = 0.3
 
-    @pytest.fixture
-    def backend(self) -> Iterator[MemoryBackend]:
-        backend = MemoryBackend(timeout=5, hand_over=True)
-        yield backend
-        backend.close()
-
-
-class TestLineMemoryBackend(BackendTCK):
-    lease_duration = 0.3
-
-    @pytest.fixture
-    def backend(self) -> Iterator[MemoryBackend]:
-        backend = LineMemoryBackend(timeout=5)
+    @pytest.fixture(params=["on release", "always"])
+    def backend(self, request: pytest.FixtureRequest) -> Iterator[MemoryBackend]:
+        on_release = request.param == "on release"
+        backend = MemoryBackend(timeout=5, hand_over=True) if on_release else LineMemoryBackend(timeout=5)
         yield backend
         backend.close()

@@ -44,11 +44,17 @@ def backend(runtime: ScriptedRuntime) -> MemoryBackend:
     return MemoryBackend(timeout=RENEW, clock=runtime.now)
 
 
-@pytest.fixture
-def engine(runtime: ScriptedRuntime, backend: MemoryBackend) -> Engine:
+def started_engine(runtime: VirtualRuntime, backend: MemoryBackend) -> Engine:
+    """An engine on ``backend``, with its session open."""
     engine = Engine(backend, EngineConfig(lease_duration=LEASE, renew_interval=RENEW, drift=DRIFT), runtime)
     engine.start()
     runtime.run_until_true(lambda: engine.session_id is not None, 1)
+    return engine
+
+
+@pytest.fixture
+def engine(runtime: ScriptedRuntime, backend: MemoryBackend) -> Engine:
+    engine = started_engine(runtime, backend)
     runtime.advance(0.1)  # the calls made at opening (a purge) are done: scripts start after them
     return engine
 
@@ -158,9 +164,7 @@ def two_local_candidates(runtime: ScriptedRuntime, engine: Engine) -> tuple[Elec
 
 def test_a_term_whose_release_failed_is_never_handed_to_another_local_candidate(runtime):
     backend = RefusingBackend(timeout=RENEW, clock=runtime.now)
-    engine = Engine(backend, EngineConfig(lease_duration=LEASE, renew_interval=RENEW, drift=DRIFT), runtime)
-    engine.start()
-    runtime.run_until_true(lambda: engine.session_id is not None, 1)
+    engine = started_engine(runtime, backend)
     leader, waiter = two_local_candidates(runtime, engine)
     first = leader.term
     assert first is not None
@@ -175,9 +179,7 @@ def test_a_term_whose_release_failed_is_never_handed_to_another_local_candidate(
 
 def test_a_keep_alive_listing_older_than_a_release_hands_nothing_to_another_local_candidate(runtime):
     backend = MemoryBackend(timeout=RENEW, clock=runtime.now, hand_over=True)
-    engine = Engine(backend, EngineConfig(lease_duration=LEASE, renew_interval=RENEW, drift=DRIFT), runtime)
-    engine.start()
-    runtime.run_until_true(lambda: engine.session_id is not None, 1)
+    engine = started_engine(runtime, backend)
     leader, waiter = two_local_candidates(runtime, engine)
     first = leader.term
     assert first is not None
@@ -209,9 +211,7 @@ def test_a_child_forked_without_hooks_never_acts_on_its_parents_terms():
 
 def test_a_second_acquire_let_out_by_a_stop_waiting_never_frees_the_term_held_now(runtime):
     backend = MemoryBackend(timeout=RENEW, clock=runtime.now, hand_over=True)
-    engine = Engine(backend, EngineConfig(lease_duration=LEASE, renew_interval=RENEW, drift=DRIFT), runtime)
-    engine.start()
-    runtime.run_until_true(lambda: engine.session_id is not None, 1)
+    engine = started_engine(runtime, backend)
     runtime.advance(0.1)
     first = engine.election("x")
     runtime.run_until_true(lambda: first.is_leader, 1)
@@ -245,9 +245,7 @@ class LateLeavingBackend(MemoryBackend):
 
 def test_a_leave_applied_after_its_timeout_never_undoes_a_later_join(runtime):
     backend = LateLeavingBackend(runtime, timeout=RENEW, clock=runtime.now)
-    engine = Engine(backend, EngineConfig(lease_duration=LEASE, renew_interval=RENEW, drift=DRIFT), runtime)
-    engine.start()
-    runtime.run_until_true(lambda: engine.session_id is not None, 1)
+    engine = started_engine(runtime, backend)
     session = engine.session_id
     engine.join("workers", session_wait=0)
     with pytest.raises(BackendTimeout):

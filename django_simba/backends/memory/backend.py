@@ -42,6 +42,15 @@ from ...spi import (
 Clock = Callable[[], float]
 
 
+def _discard(index: dict[str, Any], key: str, item: str) -> None:
+    """Take ``item`` out of the collection ``index[key]``, and the key once nothing is left."""
+    items = index.get(key)
+    if items is not None and item in items:
+        items.remove(item)
+        if not items:
+            del index[key]
+
+
 @dataclass(slots=True)
 class _Session:
     expires_at: float
@@ -133,11 +142,7 @@ class MemoryBackend(LeaseBackend):
         return lease
 
     def _leave_line(self, session_id: str, name: str) -> None:
-        line = self._lines.get(name)
-        if line is not None and session_id in line:
-            line.remove(session_id)
-            if not line:
-                del self._lines[name]
+        _discard(self._lines, name, session_id)
         session = self._session_rows.get(session_id)
         if session is not None:
             session.lines.discard(name)
@@ -163,21 +168,13 @@ class MemoryBackend(LeaseBackend):
             return []
         events = []
         for name in session.lines:
-            line = self._lines.get(name)
-            if line is not None and session_id in line:
-                line.remove(session_id)
-                if not line:
-                    del self._lines[name]
+            _discard(self._lines, name, session_id)
         for name in sorted(session.leases):
             lease = self._lease_rows.get(name)
             if lease is not None and lease.session_id == session_id:
                 events.append(self._end_term(name, lease, now, hand_over=self.hands_over_always))
         for group in session.groups:
-            members = self._member_sets.get(group)
-            if members is not None:
-                members.discard(session_id)
-                if not members:
-                    del self._member_sets[group]
+            _discard(self._member_sets, group, session_id)
             events.append(Notification(NotificationKind.GROUP_CHANGED, group))
         return events
 
@@ -365,11 +362,8 @@ class MemoryBackend(LeaseBackend):
         with self._mutex:
             self.calls += 1
             events = self._settle(self._clock())
-            members = self._member_sets.get(group)
-            if members is not None and session_id in members:
-                members.discard(session_id)
-                if not members:
-                    del self._member_sets[group]
+            if session_id in self._member_sets.get(group, ()):
+                _discard(self._member_sets, group, session_id)
                 session = self._session_rows.get(session_id)
                 if session is not None:
                     session.groups.discard(group)
@@ -494,17 +488,9 @@ class MemoryBackend(LeaseBackend):
                     lease.orphan_until = session.expires_at
                     self._evicted.setdefault(session_id, set()).add(name)
             for group in session.groups:
-                members = self._member_sets.get(group)
-                if members is not None:
-                    members.discard(session_id)
-                    if not members:
-                        del self._member_sets[group]
-            for name in list(session.lines):
-                line = self._lines.get(name)
-                if line is not None and session_id in line:
-                    line.remove(session_id)
-                    if not line:
-                        del self._lines[name]
+                _discard(self._member_sets, group, session_id)
+            for name in session.lines:
+                _discard(self._lines, name, session_id)
             return True
 
     def tokens(self) -> dict[str, int]:
