@@ -3,9 +3,10 @@
 Timers, lane calls and callbacks become events on one heap ordered by
 (virtual time, sequence). A lane runs one call at a time; each call's fate is
 decided by :meth:`VirtualRuntime.plan`, which the simulation overrides to lose
-requests or replies and to delay them. A call whose reply does not arrive
-within the backend's timeout completes with :class:`BackendTimeout`, whether
-or not it was applied.
+requests or replies and to delay them, and by the call itself, which may raise
+:class:`Unanswered` when it arrives. A call whose reply does not arrive within
+the backend's timeout completes with :class:`BackendTimeout`, whether or not it
+was applied.
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ class Fate:
     lose_reply: bool = False  # applied, never answered
 
 
+class Unanswered(Exception):
+    """Raised by a lane call as it arrives: the network lost its request or its reply.
+
+    The caller hears nothing and times out, as with a lost request or reply of :class:`Fate`;
+    a simulated backend raises it to decide the fate of each operation where it is applied.
+    """
+
+
 class _Event:
     __slots__ = ("cancelled", "fn")
 
@@ -61,7 +70,9 @@ class VirtualRuntime:
         self._busy: set[str] = set()
         self.running = False
         self.callback_errors = 0
-        #: The process id the runtime reports; a test or the simulation changes it to play a fork.
+        #: The fate of the lane call being applied now (None outside one): what its backend reads.
+        self.applying: Fate | None = None
+        #: What :meth:`pid` returns: the identity of the process this runtime runs.
         self.process_id = 1
 
     # -- Runtime protocol ---------------------------------------------------------------
@@ -72,9 +83,6 @@ class VirtualRuntime:
     @property
     def random(self) -> random.Random:
         return self._random
-
-    def pid(self) -> int:
-        return self.process_id
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
         return self._at(self.now() + max(0.0, delay), fn)
@@ -101,8 +109,12 @@ class VirtualRuntime:
     def stop(self, timeout: float) -> None:
         self.running = False
 
-    def after_fork(self) -> None:  # pragma: no cover - the simulation never forks
+    def after_fork(self) -> None:
         pass
+
+    def pid(self) -> int:
+        """The identity of the running process, as ``os.getpid()`` is for a real one."""
+        return self.process_id
 
     # -- the network ----------------------------------------------------------------------
 
@@ -113,13 +125,8 @@ class VirtualRuntime:
     def _send(self, lane: str, call: Callable[[], T], on_done: Callable[[Outcome[T]], None]) -> None:
         fate = self.plan(lane)
         sent = self.now()
-        result: list[Outcome[T]] = []
-
-        def apply() -> None:
-            try:
-                result.append(Outcome(value=call(), started=sent))
-            except Exception as error:
-                result.append(Outcome(error=error, started=sent))
+        answered_at = sent + fate.request_delay + fate.reply_delay
+        answered = not (fate.lose_request or fate.lose_reply or answered_at - sent > self.timeout)
 
         def finish(outcome: Outcome[T]) -> None:
             self._busy.discard(lane)
@@ -129,13 +136,28 @@ class VirtualRuntime:
         def timed_out() -> None:
             finish(Outcome(error=BackendTimeout(f"no reply within {self.timeout} s"), started=sent))
 
+        def apply() -> None:
+            self.applying = fate
+            outcome: Outcome[T] | None
+            try:
+                outcome = Outcome(value=call(), started=sent)
+            except Unanswered:
+                outcome = None
+            except Exception as error:
+                outcome = Outcome(error=error, started=sent)
+            finally:
+                self.applying = None
+            if not answered:
+                return  # its timeout is on its way already
+            if outcome is None:
+                self._at(sent + self.timeout, timed_out)
+            else:
+                self._at(answered_at, lambda: finish(outcome))
+
         if not fate.lose_request:
             self._deliver(sent + fate.request_delay, apply)
-        answered_at = sent + fate.request_delay + fate.reply_delay
-        if fate.lose_request or fate.lose_reply or answered_at - sent > self.timeout:
+        if not answered:
             self._at(sent + self.timeout, timed_out)
-        else:
-            self._at(answered_at, lambda: finish(result[0]))
 
     def _pump(self, lane: str) -> None:
         queue = self._lanes.get(lane)

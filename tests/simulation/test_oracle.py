@@ -47,7 +47,8 @@ def test_an_engine_that_does_not_rejoin_its_groups_does_not_recover(monkeypatch)
 class _TightBound(SimulationConfig):
     @property
     def takeover_bound(self) -> float:
-        return self.lease  # impossible: the crashed session alone lives that long
+        # impossible: the crashed session alone lives longer, renewed a renew interval before at most
+        return self.lease - 2 * self.renew
 
 
 def test_a_take_over_slower_than_the_bound_is_reported():

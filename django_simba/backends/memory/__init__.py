@@ -1,5 +1,5 @@
 """In-memory backend: for the engine's unit tests and the simulation only."""
 
-from .backend import MemoryBackend
+from .backend import LineMemoryBackend, MemoryBackend
 
-__all__ = ["MemoryBackend"]
+__all__ = ["LineMemoryBackend", "MemoryBackend"]

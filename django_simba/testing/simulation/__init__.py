@@ -2,13 +2,16 @@
 
 Several processes, each a real :class:`~django_simba.engine.Engine` on its own
 drifting clock, share one virtual world clock, one event heap and the in-memory
-backend; a simulated network loses and delays their calls. A seed decides every
-fault. After every event an oracle checks that at most one process believes it
-holds a name, that tokens only increase, that a fenced register never accepts a
+backend, which frees released names or hands them over as Redis or ZooKeeper do; a
+simulated network loses, resets and delays every call. A seed decides every fault,
+forks without fork hooks and session evictions included. After every event an
+oracle checks that at most one process believes it holds a name, that tokens only
+increase and no two terms share one, that a fenced register never accepts a
 superseded write, and that a crashed leader is replaced in time.
 
 Run it with ``python -m django_simba.testing.simulation --seeds 1000``, replay one
-seed with ``--seed N --trace``.
+seed with ``--seed N --trace``; ``docs/proof.rst`` says what each fault and
+invariant means.
 """
 
 from .config import Premise, SimulationConfig

@@ -2,13 +2,23 @@
 
 * It stands for election on every name of ``config.names`` and, while leader,
   writes to the fenced register (at once when elected, then every write interval).
+  Some processes stand twice for each name, as two threads of one process would:
+  the engine then serializes two local candidates, and now and then one of them (the
+  leader, mostly) steps down (its thread stops, closing its candidacy) and stands again
+  a moment later.
 * It contends for every name of ``config.lock_names`` through two ``Lock`` objects,
   as two threads of one process would: one try-acquire at a time, a short hold, an
   explicit release or a maximum hold time; writing under the lock too.
-* A resign episode makes it close an election it leads and stand again later.
+* It joins one group, and now and then leaves it and joins again; a resign episode
+  makes it close an election it leads and leave the group, then stand and join again
+  later.
+
+Stepping down and leaving happen only while faults go on: the calm tail of a run
+shows that every name is led and every process a member.
 
 Every write is decided while the term is valid and sent a moment later, so a pause
-can fall between the check and the write, as in a real program.
+can fall between the check and the write, as in a real program. The workload runs
+on the process's own thread (``SimProcess.call_later``), not on the engine's.
 """
 
 from __future__ import annotations
@@ -27,6 +37,14 @@ if TYPE_CHECKING:
 
 #: Every process joins this group; the oracle checks each live session is a member.
 GROUP = "workers"
+#: The share of processes that stand twice for each election name.
+TWO_CANDIDATES = 0.5
+#: At each write of a process that stands twice, the chance that a candidate steps down...
+STEP_DOWN = 0.25
+#: ... and that it is the one that waits rather than the leader.
+WAITER_STEPS_DOWN = 0.3
+#: At each write, the chance that the process leaves its group (it joins again at the next one).
+LEAVE = 0.03
 
 
 class Application:
@@ -36,9 +54,9 @@ class Application:
         self.process = process
         self.world = process.world
         self.engine = process.engine
-        self.runtime = process.runtime
         self._random = random.Random(f"{self.world.config.seed}:{process.label}:app")
-        self.elections: dict[str, Election] = {}
+        self.candidates = 2 if self._random.random() < TWO_CANDIDATES else 1
+        self.elections: dict[str, list[Election]] = {}
         renew = self.world.config.renew
         self.locks: dict[str, list[Lock]] = {
             name: [self.engine.lock(name), self.engine.lock(name, max_hold=renew)]
@@ -49,17 +67,33 @@ class Application:
     def start(self) -> None:
         for name in self.world.config.names:
             self.stand(name)
-        self.runtime.call_later(self._interval(), self._tick)
+        self._run()
+
+    def _run(self) -> None:
+        """Start the writer and the lock users."""
+        self.process.call_later(self._interval(), self._tick)
         for name in self.locks:
-            self.runtime.call_later(self._random.uniform(0.0, 2.0), lambda name=name: self._try_lock(name))  # type: ignore[misc]
+            self.process.call_later(self._random.uniform(0.0, 2.0), lambda name=name: self._try_lock(name))  # type: ignore[misc]
+
+    def resume_in_child(self) -> None:
+        """In a child forked from this workload's process: the child's first work, then its own.
+
+        Its first request looks at what it leads, as a web worker's would; the parent's timers
+        are the parent's, so the child starts its own.
+        """
+        self._random = random.Random(f"{self.world.config.seed}:{self.process.label}:app")
+        self._tick()
+        for name in self.locks:
+            self.process.call_later(self._random.uniform(0.0, 2.0), lambda name=name: self._try_lock(name))  # type: ignore[misc]
 
     def beliefs(self) -> list[Term]:
         """Every term of this process that is valid now, on its own clock."""
         valid = []
-        for election in self.elections.values():
-            term = election.term
-            if term is not None:
-                valid.append(term)
+        for elections in self.elections.values():
+            for election in elections:
+                term = election.term
+                if term is not None:
+                    valid.append(term)
         for locks in self.locks.values():
             for lock in locks:
                 term = lock.term
@@ -74,15 +108,25 @@ class Application:
     # -- elections ----------------------------------------------------------------------
 
     def stand(self, name: str) -> None:
-        if name not in self.elections:
-            self.elections[name] = self.engine.election(name, on_elected=self._elected)
+        """Stand for ``name`` as many times as this process does; join the group again."""
+        standing = self.elections.setdefault(name, [])
+        while len(standing) < self.candidates:
+            standing.append(self.engine.election(name, on_elected=self._elected))
+        self.join_group()
 
     def resign(self, name: str) -> bool:
-        """Close the election on ``name`` (releasing it if leader); False when not standing."""
-        election = self.elections.pop(name, None)
-        if election is None:
+        """Close one candidacy on ``name`` (the leader's, if this process leads) and leave the group.
+
+        False when not standing.
+        """
+        standing = self.elections.get(name, [])
+        if not standing:
             return False
+        leading = [e for e in standing if e.is_leader]
+        election = leading[0] if leading else standing[0]
+        standing.remove(election)
         election.close()
+        self.leave_group()
         return True
 
     def _elected(self, term: Term) -> None:
@@ -95,21 +139,43 @@ class Application:
         return self.world.config.write_interval * self._random.uniform(0.8, 1.2)
 
     def _tick(self) -> None:
-        for election in self.elections.values():
-            term = election.term
-            if term is not None:
-                self._write(term)
+        for elections in self.elections.values():
+            for election in elections:
+                term = election.term
+                if term is not None:
+                    self._write(term)
         for locks in self.locks.values():
             for lock in locks:
                 if lock.locked():
                     self._write(lock.term)  # type: ignore[arg-type]
-        self.runtime.call_later(self._interval(), self._tick)
+        self.join_group()  # a join that failed, or a leave, is followed by a join
+        faults_go_on = self.world.now < self.world.calm_from
+        if self.candidates > 1 and self._random.random() < STEP_DOWN and faults_go_on:
+            self._step_down(waiter=self._random.random() < WAITER_STEPS_DOWN)
+        if self._random.random() < LEAVE and faults_go_on:
+            self.leave_group()
+        self.process.call_later(self._interval(), self._tick)
+
+    def _step_down(self, *, waiter: bool) -> None:
+        """The thread of a candidate (the leader, or one that waits) stops; the process stands on."""
+        for name, standing in self.elections.items():
+            chosen = [e for e in standing if e.is_leader != waiter]
+            if chosen:
+                standing.remove(chosen[0])
+                chosen[0].close()
+                pause = self._random.uniform(0.5, 3.0)
+                self.process.call_later(pause, lambda name=name: self._stand_again(name))  # type: ignore[misc]
+                return
+
+    def _stand_again(self, name: str) -> None:
+        if name in self.elections:  # not resigned meanwhile
+            self.stand(name)
 
     def _write(self, term: Term) -> None:
         order = self.world.grants.order_of(term.name, term.session_id, term.token)
         write = Write(term.name, term.token, order, self.process.label)
         think = self._random.uniform(0.0, 0.05)
-        self.runtime.call_later(think, lambda: self.world.send_write(self.process, write))
+        self.process.call_later(think, lambda: self.world.send_write(self.process, write))
 
     # -- locks --------------------------------------------------------------------------
 
@@ -126,8 +192,8 @@ class Application:
             if term is not None:
                 self._write(term)
                 hold = self._random.uniform(0.2, 1.5) * self.world.config.renew
-                self.runtime.call_later(hold, lambda: self._unlock(lock, term))
-        self.runtime.call_later(self._random.uniform(0.5, 4.0), lambda: self._try_lock(name))
+                self.process.call_later(hold, lambda: self._unlock(lock, term))
+        self.process.call_later(self._random.uniform(0.5, 4.0), lambda: self._try_lock(name))
 
     def _unlock(self, lock: Lock, term: Term) -> None:
         if lock.term is term:
@@ -147,5 +213,12 @@ class Application:
         try:
             self.engine.join(GROUP, session_wait=0)
         except SimbaError:
-            return  # the session is gone or the backend is down: try again with the next session
+            return  # the session is gone or the backend is down: the writer tries again
         self.joined = True
+
+    def leave_group(self) -> None:
+        if not self.joined:
+            return
+        self.joined = False
+        with contextlib.suppress(SimbaError):  # a membership left behind ends with its session
+            self.engine.leave(GROUP)

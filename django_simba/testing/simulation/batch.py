@@ -44,6 +44,8 @@ class Summary:
     seeds: int = 0
     events: int = 0
     faults: Counter[str] = field(default_factory=Counter)
+    call_faults: Counter[tuple[str, str]] = field(default_factory=Counter)
+    hand_overs: Counter[str] = field(default_factory=Counter)  # runs per way of ending terms
     violations: Counter[str] = field(default_factory=Counter)
     failing_seeds: list[int] = field(default_factory=list)
     first_violation: dict[int, str] = field(default_factory=dict)  # failing seed -> kind of its first
@@ -64,6 +66,8 @@ class Summary:
         self.seeds += 1
         self.events += result.events
         self.faults.update(result.faults)
+        self.call_faults.update(result.call_faults)
+        self.hand_overs[result.hand_over] += 1
         self.writes_accepted += result.writes_accepted
         self.writes_rejected += result.writes_rejected
         if result.violations:
@@ -90,6 +94,8 @@ class Summary:
                      "recoveries", "writes_accepted", "writes_rejected"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.faults.update(other.faults)
+        self.call_faults.update(other.call_faults)
+        self.hand_overs.update(other.hand_overs)
         self.violations.update(other.violations)
         self.failing_seeds.extend(other.failing_seeds)
         self.first_violation.update(other.first_violation)

@@ -12,7 +12,9 @@ from collections import Counter
 from collections.abc import Sequence
 
 from .batch import Summary, run_seeds
-from .config import Premise, SimulationConfig
+from .config import HandOver, Premise, SimulationConfig
+from .faults import FaultKind
+from .network import CALL_EFFECTS
 from .world import simulate
 
 
@@ -31,6 +33,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--premise", action="append", default=[], choices=[p.value for p in Premise],
         help="inject a fault no client can prevent (repeatable)",
+    )
+    parser.add_argument(
+        "--hand-over", choices=[h.value for h in HandOver],
+        help="how the model backend ends a term (default: drawn from each seed)",
+    )
+    parser.add_argument(
+        "--without", action="append", default=[], choices=[k.value.replace(" ", "-") for k in FaultKind],
+        help="never inject this kind of fault (repeatable)",
     )
     parser.add_argument("--processes", type=int, default=defaults.processes)
     parser.add_argument("--names", default=",".join(defaults.names), help="comma-separated election names")
@@ -56,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         drift=args.drift,
         duration=args.duration,
         premises=frozenset(Premise(p) for p in args.premise),
+        hand_over=HandOver(args.hand_over) if args.hand_over else None,
+        without=frozenset(kind.replace("-", " ") for kind in args.without),
         trace_size=args.trace_size,
     )
     if args.seed is not None:
@@ -97,6 +109,9 @@ def format_summary(summary: Summary, config: SimulationConfig, *, jobs: int = 1)
         f"{'faults injected':<48}{'count':>10}",
     ]
     lines += [f"  {kind:<46}{count:>10,}" for kind, count in sorted(summary.faults.items())]
+    lines += ["", *format_call_faults(summary)]
+    ways = ", ".join(f"{way} {count}" for way, count in sorted(summary.hand_overs.items()))
+    lines += ["", f"runs by how the backend ends a term: {ways or '-'}"]
     lines += ["", f"{'invariant violations':<48}{'count':>10}"]
     lines += [f"  {kind:<46}{count:>10,}" for kind, count in sorted(summary.violations.items())]
     if not summary.violations:
@@ -123,6 +138,24 @@ def format_summary(summary: Summary, config: SimulationConfig, *, jobs: int = 1)
     else:
         lines += ["", "seeds with violations: none"]
     return "\n".join(lines)
+
+
+#: Column headings of the call-fault table, one per effect, in CALL_EFFECTS order.
+_EFFECT_HEADINGS = (
+    "lost req", "lost rep", "reset bef", "reset aft", "late appl", "late ans", "slow", "refused"
+)
+
+
+def format_call_faults(summary: Summary) -> list[str]:
+    """Which faults hit which backend operation: every call of the SPI is exposed to every fault."""
+    operations = sorted({operation for operation, _ in summary.call_faults})
+    width = max((len(o) for o in operations), default=10) + 2
+    lines = ["faults by backend operation (calls hit)"]
+    lines.append(" " * width + "".join(f"{h:>10}" for h in _EFFECT_HEADINGS))
+    for operation in operations:
+        counts = "".join(f"{summary.call_faults[(operation, effect)]:>10,}" for effect in CALL_EFFECTS)
+        lines.append(f"  {operation:<{width - 2}}{counts}")
+    return lines
 
 
 if __name__ == "__main__":  # pragma: no cover

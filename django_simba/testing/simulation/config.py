@@ -20,6 +20,17 @@ class Premise(Enum):
     SESSIONS_LOST = "sessions-lost"
     #: One process's clock runs slower than ``DRIFT`` allows.
     DRIFT_EXCEEDED = "drift-exceeded"
+    #: An evicted session's leases end as soon as the backend next hears from it (its keep-alive),
+    #: as Redis's keep-alive script frees them today, instead of lasting their own time.
+    EVICTION_FREES_LEASES = "eviction-frees-leases"
+
+
+class HandOver(Enum):
+    """How the model backend ends a term (a run draws it from its seed unless told)."""
+
+    NEVER = "never"  # a release frees the name for every contender (SQL backends, Redis Cluster)
+    ON_RELEASE = "release"  # a release gives it to the first live waiter (Redis single node)
+    ALWAYS = "always"  # every end of a term does, expiry included (ZooKeeper)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +52,10 @@ class SimulationConfig:
     max_delay: float = 0.03
     write_interval: float = 2.0
     premises: frozenset[Premise] = field(default_factory=frozenset)
+    #: None: drawn from the seed, each mode equally likely.
+    hand_over: HandOver | None = None
+    #: Fault kinds (``FaultKind`` values) this run never injects, to look at the others alone.
+    without: frozenset[str] = field(default_factory=frozenset)
     trace_size: int = 40
     check_every_event: bool = False  # also after events that cannot change what anyone believes
 
@@ -100,6 +115,10 @@ class SimulationConfig:
         defaults = SimulationConfig(seed=self.seed)
         for premise in sorted(self.premises, key=lambda p: p.value):
             parts.append(f"--premise {premise.value}")
+        if self.hand_over is not None:
+            parts.append(f"--hand-over {self.hand_over.value}")
+        for kind in sorted(self.without):
+            parts.append(f"--without {kind.replace(' ', '-')}")
         for option in ("processes", "lease", "renew", "drift", "duration"):
             value = getattr(self, option)
             if value != getattr(defaults, option):

@@ -25,6 +25,9 @@ class FaultKind(Enum):
     LATE_WRITES = "late writes"  # a process's writes to the fenced register arrive very late
     LOST_NOTIFICATIONS = "lost notifications"  # release notifications to a process are lost
     RESIGN = "resign"  # a leader closes its election (releasing the name) and stands again later
+    SESSION_EVICTED = "session evicted"  # the backend drops a session's record early (Redis volatile-*)
+    FORK = "fork without hooks"  # a child starts with a copy of its parent's engine (uWSGI), exits at the end
+    RESTART = "graceful restart"  # a process closes its engine and exits; a successor starts at the end
     # premises: only when a run asks for them
     TOKEN_RESET = "token reset"
     CLOCK_STEP = "backend clock step"
@@ -35,7 +38,12 @@ PREMISE_EPISODES = {
     Premise.TOKEN_RESET: FaultKind.TOKEN_RESET,
     Premise.CLOCK_STEP: FaultKind.CLOCK_STEP,
     Premise.SESSIONS_LOST: FaultKind.SESSIONS_LOST,
+    Premise.EVICTION_FREES_LEASES: FaultKind.SESSION_EVICTED,
 }
+
+#: How often a run injects a premise: an eviction breaks something only when another session is
+#: quick to take what the evicted leader still trusts, so it comes five times.
+PREMISE_REPEATS = {Premise.EVICTION_FREES_LEASES: 5}
 
 #: The share of runs that end with a calm tail long enough to check recovery.
 RECOVERY_RUNS = 0.35
@@ -49,6 +57,9 @@ _WEIGHTS = {
     FaultKind.LATE_WRITES: 1.5,
     FaultKind.LOST_NOTIFICATIONS: 1.0,
     FaultKind.RESIGN: 2.0,
+    FaultKind.SESSION_EVICTED: 1.0,
+    FaultKind.FORK: 1.0,
+    FaultKind.RESTART: 1.0,
 }
 
 #: Episode length, as a fraction of the lease (drawn uniformly).
@@ -61,6 +72,9 @@ _LENGTHS = {
     FaultKind.LATE_WRITES: (0.2, 1.0),
     FaultKind.LOST_NOTIFICATIONS: (0.3, 1.5),
     FaultKind.RESIGN: (0.02, 0.3),  # until it stands again
+    FaultKind.SESSION_EVICTED: (0.0, 0.0),
+    FaultKind.FORK: (0.3, 1.5),  # until the child exits
+    FaultKind.RESTART: (0.1, 0.5),  # until the successor starts
 }
 
 
@@ -95,11 +109,11 @@ def plan_faults(config: SimulationConfig, rng: random.Random) -> list[Episode]:
         last = config.duration - config.settle - config.recovery_bound
     else:
         last = config.duration - config.takeover_bound - config.renew
-    kinds = list(_WEIGHTS)
+    kinds = [kind for kind in _WEIGHTS if kind.value not in config.without]
     weights = [_WEIGHTS[k] for k in kinds]
     episodes: list[Episode] = []
     t = first
-    while True:
+    while kinds:
         t += rng.uniform(0.1, 0.8) * config.lease
         kind = rng.choices(kinds, weights)[0]
         low, high = _LENGTHS[kind]
@@ -113,8 +127,9 @@ def plan_faults(config: SimulationConfig, rng: random.Random) -> list[Episode]:
             t += length  # else the next episode overlaps this one
     for premise, kind in PREMISE_EPISODES.items():
         if premise in config.premises:
-            at = rng.uniform(first, max(first, last))
-            episodes.append(Episode(at, at, kind, None, rng.uniform(1.05, 2.0)))
+            for _ in range(PREMISE_REPEATS.get(premise, 1)):
+                at = rng.uniform(first, max(first, last))
+                episodes.append(Episode(at, at, kind, None, rng.uniform(1.05, 2.0)))
     if Premise.DRIFT_EXCEEDED in config.premises:
         # Cut the slow process (slot 0) off for longer than a lease, so its clock decides alone.
         at = rng.uniform(first, max(first, last))

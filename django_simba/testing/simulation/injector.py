@@ -23,6 +23,7 @@ class Injector:
     def __init__(self, world: World) -> None:
         self.world = world
         self._resigned: dict[Episode, tuple[SimProcess, str]] = {}
+        self._children: dict[Episode, SimProcess] = {}
 
     def _target(self, episode: Episode) -> SimProcess | None:
         return None if episode.slot is None else self.world.slots[episode.slot]
@@ -43,6 +44,16 @@ class Injector:
             self._crash(episode, target)
         elif kind is FaultKind.RESIGN:
             self._resign(episode, target)
+        elif kind is FaultKind.SESSION_EVICTED:
+            self._evict(self._leader_or(target))
+        elif kind is FaultKind.FORK:
+            parent = self._leader_or(target)
+            if parent is not None:
+                self._children[episode] = world.fork(parent)
+        elif kind is FaultKind.RESTART:
+            if target is not None:
+                world.faults["graceful restart"] += 1
+                world.exit(target)
         elif kind is FaultKind.BACKEND_RESTART:
             world.backend_down = True
             world.faults["backend restart"] += 1
@@ -62,13 +73,17 @@ class Injector:
             target = self._target(episode)
             if target is not None and target.paused:
                 world.resume(target)
-        elif kind is FaultKind.CRASH:
+        elif kind in (FaultKind.CRASH, FaultKind.RESTART):
             for slot, process in enumerate(world.slots):
                 if process is None:
                     world.spawn(slot)
+        elif kind is FaultKind.FORK:
+            child = self._children.pop(episode, None)
+            if child is not None and not child.stopped:
+                self._end_child(child)
         elif kind is FaultKind.RESIGN:
             resigned = self._resigned.pop(episode, None)
-            if resigned is not None and not resigned[0].crashed:
+            if resigned is not None and not resigned[0].stopped:
                 process, name = resigned
                 world.current = process
                 world.ran.append(process)
@@ -78,8 +93,36 @@ class Injector:
             world.notify(Notification(NotificationKind.RESYNC))  # the channel reconnected
 
     def _leaders(self) -> list[tuple[SimProcess, str]]:
+        """The leaders among the processes of the slots (a forked child is no target)."""
         world = self.world
-        return [(p, name) for p in world.alive for name in world.config.names if p.app.believed(name)]
+        processes = [p for p in world.slots if p is not None]
+        return [(p, name) for p in processes for name in world.config.names if p.app.believed(name)]
+
+    def _leader_or(self, target: SimProcess | None) -> SimProcess | None:
+        """A leader most of the time, else the episode's target."""
+        leaders = self._leaders()
+        if leaders and self.world.rng.random() < 0.8:
+            return self.world.rng.choice(leaders)[0]
+        return target
+
+    def _evict(self, process: SimProcess | None) -> None:
+        """The backend drops the session record of ``process`` early (memory pressure)."""
+        world = self.world
+        session_id = process.engine.session_id if process is not None else None
+        if process is None or session_id is None or not world.model.evict_session(session_id):
+            return
+        world.faults["session evicted"] += 1
+        world.trace.add(world.now, "BACKEND", "session %s of %s EVICTED", session_id, process.label)
+
+    def _end_child(self, child: SimProcess) -> None:
+        """A forked child exits: at interpreter exit (closing its engine), or killed."""
+        world = self.world
+        if world.rng.random() < 0.5:
+            world.faults["forked child exits"] += 1
+            world.exit(child)
+        else:
+            world.faults["forked child killed"] += 1
+            world.crash(child, checked=False)
 
     def _crash(self, episode: Episode, target: SimProcess | None) -> None:
         """Crash a leader most of the time, else the episode's slot.
@@ -89,9 +132,7 @@ class Injector:
         session live on the backend.
         """
         world = self.world
-        leaders = self._leaders()
-        if leaders and world.rng.random() < 0.8:
-            target = world.rng.choice(leaders)[0]
+        target = self._leader_or(target)
         if target is None:
             return
         config = world.config
@@ -101,8 +142,8 @@ class Injector:
             for other in world.episodes
         )
         ready = any(
-            p is not target and not p.paused and self._live_on_backend(p.engine.session_id)
-            for p in world.alive
+            p is not None and p is not target and not p.paused and self._live_on_backend(p.engine.session_id)
+            for p in world.slots
         )
         world.crash(target, checked=ready and not disturbed)
 

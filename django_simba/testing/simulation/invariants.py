@@ -7,6 +7,10 @@
 * a term that stopped being valid never becomes valid again;
 * a process never frees on the backend a name it still believes it holds;
 * tokens handed out per name strictly increase, in the order the backend granted them;
+* no two terms any engine handed out, in any process, ever, carry the same name and
+  token: two local holders with one token cannot be told apart by fencing, even when
+  one ended long before the other began (a term a forked child copied from its parent
+  counts once the child believes it);
 * the fenced register never accepts a write of a superseded term (judged in
   :mod:`.register`);
 * a leader that crashed while the world was otherwise calm is replaced within
@@ -35,6 +39,7 @@ TOKEN_NOT_INCREASING = "a token that did not increase"
 STALE_WRITE = "a superseded write accepted"
 REVIVED_TERM = "a term valid again after it lapsed"
 RELEASED_WHILE_HELD = "a held name freed on the backend"
+DUPLICATE_TERM = "two terms with one token"
 SLOW_TAKEOVER = "take-over slower than the bound"
 NOT_RECOVERED = "no recovery after the faults settled"
 
@@ -111,6 +116,8 @@ class Checker:
         self._seen: dict[SimProcess, dict[Term, float]] = {}
         self._lapsed: set[Term] = set()  # terms seen valid, then seen invalid
         self._pending: dict[str, tuple[float, bool]] = {}  # name -> (crash time, checked)
+        # (name, token) -> the first term seen with it, and the process it was seen in
+        self._terms: dict[tuple[str, int], tuple[Term, str]] = {}
         self._recovery_from: float | None = None
         self.recovery: float | None = None  # seconds from the last fault's end until every name led
 
@@ -141,6 +148,7 @@ class Checker:
             deadline = seen.get(term)
             if deadline is None or local_now >= deadline:
                 changed.add(term.name)  # new, or lapsed since we last looked and valid again
+                self.term_granted(process, term)
                 if deadline is not None or term in self._lapsed:
                     self.violate(
                         REVIVED_TERM,
@@ -200,9 +208,23 @@ class Checker:
         ):
             self.recovery = self._clock() - since
 
+    def term_granted(self, process: SimProcess, term: Term) -> None:
+        """``process`` holds ``term``: granted by its engine, or believed. One term per token."""
+        key = (term.name, term.token)
+        first = self._terms.get(key)
+        if first is None:
+            self._terms[key] = (term, process.label)
+        elif first[0] is not term:
+            self.violate(
+                DUPLICATE_TERM,
+                f"{term.name}#{term.token}: a term of {first[1]} and another of {process.label} "
+                f"(sessions {first[0].session_id} and {term.session_id})",
+                (DUPLICATE_TERM, term.name, term.token),
+            )
+
     def released(self, process: SimProcess, session_id: str, name: str, token: int) -> None:
         """``process``'s release freed the term ``token`` of ``name`` on the backend."""
-        if process.crashed:
+        if process.stopped:
             return  # a crashed process believes nothing
         for term in process.app.believed(name):
             if term.session_id == session_id and term.token == token:

@@ -16,10 +16,10 @@ import random
 from collections import Counter
 from collections.abc import Callable
 
-from ...backends.memory import MemoryBackend
-from ...spi import Notification
+from ...backends.memory import LineMemoryBackend, MemoryBackend
+from ...spi import Notification, NotificationKind
 from .app import GROUP
-from .config import Premise, SimulationConfig
+from .config import HandOver, Premise, SimulationConfig
 from .faults import plan_faults
 from .injector import Injector
 from .invariants import Checker, GrantLog
@@ -31,6 +31,10 @@ from .trace import Trace, engine_logs_into
 
 #: How much slower than DRIFT allows a clock runs under the drift premise.
 EXCESS_DRIFT = 10.0
+#: A backend that expires sessions by itself does so this long after they are due, and looks
+#: again this often while it restarts.
+EXPIRY_LAG = 0.001
+EXPIRY_WHILE_DOWN = 0.1
 
 
 class WorldEvent:
@@ -69,8 +73,16 @@ class World:
         self.checker = Checker(config, self.grants, self.trace, self._now)
         self.register = FencedRegister()
         self._session_numbers = itertools.count(1)
-        self.model = MemoryBackend(
-            timeout=config.timeout, clock=self.backend_now, id_factory=self._session_id
+        self._pids = itertools.count(100)
+        draw = random.Random(f"{config.seed}:backend").choice(list(HandOver))
+        self.hand_over = config.hand_over or draw
+        model = LineMemoryBackend if self.hand_over is HandOver.ALWAYS else MemoryBackend
+        self.model = model(
+            timeout=config.timeout,
+            clock=self.backend_now,
+            id_factory=self._session_id,
+            hand_over=self.hand_over is HandOver.ON_RELEASE,
+            evictions_free_leases=Premise.EVICTION_FREES_LEASES in config.premises,
         )
         self.model.subscribe(self._on_model_notification)
         self._notifications: list[Notification] = []
@@ -84,6 +96,8 @@ class World:
         self.ran: list[SimProcess] = []  # processes whose code a world event ran
         self._granted: list[str] = []
         self.episodes = plan_faults(config, random.Random(f"{config.seed}:faults"))
+        #: When the last fault ends: the workload disturbs nothing on its own after it.
+        self.calm_from = max((e.end for e in self.episodes), default=0.0)
         self.injector = Injector(self)
 
     # -- clocks and the heap -----------------------------------------------------------
@@ -99,6 +113,9 @@ class World:
 
     def _session_id(self) -> str:
         return f"s{next(self._session_numbers)}"
+
+    def new_pid(self) -> int:
+        return next(self._pids)
 
     def schedule(
         self, when: float, fn: Callable[[], None], *, owner: SimProcess | None = None, local_due: float = 0.0
@@ -117,7 +134,10 @@ class World:
             return self.finish()
 
     def start(self) -> None:
-        """Schedule the processes' start and the fault episodes."""
+        """Schedule the processes' start, the fault episodes, and the backend's own expiries."""
+        self.trace.add(self.now, "BACKEND", "hands names over: %s", self.hand_over.value)
+        if self.model.hands_over_always:
+            self.schedule(0.0, self._expire_on_backend)
         for slot in range(self.config.processes):
             self.schedule(self.rng.uniform(0.0, 0.5), lambda slot=slot: self.spawn(slot))  # type: ignore[misc]
         for episode in self.episodes:
@@ -152,6 +172,8 @@ class World:
             rejected,
             checker.recovery,
             checker.first_trace if checker.first_trace is not None else self.trace.lines(),
+            self.network.call_faults,
+            self.hand_over.value,
         )
 
     def _loop(self, until: float) -> None:
@@ -165,7 +187,7 @@ class World:
             self.now = when
             owner = event.owner
             if owner is not None:
-                if owner.crashed:
+                if owner.stopped:
                     continue
                 if owner.paused:
                     owner.held.append(event)
@@ -182,8 +204,8 @@ class World:
                 checker.check_all(self.alive)
             elif owner is not None:
                 checker.process_ran(owner, self.alive)
-            for process in self.ran:  # process code run by a world event (start, resign, stand)
-                if not process.crashed:
+            for process in self.ran:  # process code run by a world event (start, resign, stand, fork)
+                if not process.stopped:
                     checker.process_ran(process, self.alive)
             for name in self._granted:
                 checker.name_granted(name, self.alive)
@@ -224,12 +246,39 @@ class World:
 
     def crash(self, process: SimProcess, checked: bool) -> None:
         self.checker.leader_crashed(process, checked)
-        process.crashed = True
-        process.held.clear()
-        self.alive.remove(process)
-        self.slots[process.slot] = None
+        self._stop(process)
         self.faults["crash"] += 1
         self.trace.add(self.now, process.label, "CRASHED")
+
+    def _stop(self, process: SimProcess) -> None:
+        process.stopped = True
+        process.held.clear()
+        self.alive.remove(process)
+        if self.slots[process.slot] is process:
+            self.slots[process.slot] = None
+
+    def exit(self, process: SimProcess) -> None:
+        """``process`` closes its engine and exits, as at interpreter exit."""
+        self.trace.add(self.now, process.label, "exits, closing its engine")
+        self.current = process
+        self.ran.append(process)
+        process.engine.close()
+        self.current = None
+        self._stop(process)
+
+    def fork(self, parent: SimProcess) -> SimProcess:
+        """``parent`` forks a child without fork hooks; the child's first work runs at once."""
+        number = next(self._numbers)
+        self.trace.add(self.now, parent.label, "FORKS P%d without fork hooks", number)
+        self.faults["fork"] += 1
+        child = parent.fork(number)
+        self.alive.append(child)
+        self.processes.append(child)
+        self.current = child
+        self.ran.append(child)
+        child.app.resume_in_child()
+        self.current = None
+        return child
 
     def pause(self, process: SimProcess, length: float) -> None:
         process.paused = True
@@ -252,7 +301,23 @@ class World:
         self.checker.token_granted(name, session_id, token)
 
     def _on_model_notification(self, notification: Notification) -> None:
+        if notification.kind is NotificationKind.HANDED_OVER:
+            name, session_id, token = notification.name, notification.session_id, notification.token
+            self.trace.add(self.now, "BACKEND", "%s#%d handed over to %s", name, token, session_id)
+            self.granted(name, session_id, token)
         self.notify(notification)
+
+    def _expire_on_backend(self) -> None:
+        """A backend that expires sessions by itself does so when they are due (not while down)."""
+        wait = self.config.renew
+        if self.backend_down:
+            wait = EXPIRY_WHILE_DOWN  # it expires nothing until it is back
+        else:
+            self.model.expire_due()
+            due = self.model.next_expiry()
+            if due is not None:
+                wait = min(wait, max(due - self.backend_now(), 0.0) + EXPIRY_LAG)
+        self.schedule(self.now + wait, self._expire_on_backend)
 
     def notify(self, notification: Notification) -> None:
         """Send ``notification`` to every subscribed process once the current step is over."""
@@ -260,11 +325,13 @@ class World:
 
     def _dispatch_notifications(self) -> None:
         # One call's notifications come out of sets in the model: sort them so a seed replays exactly.
-        batch = sorted(set(self._notifications), key=lambda n: (n.kind.value, n.name))
+        batch = sorted(
+            set(self._notifications), key=lambda n: (n.kind.value, n.name, n.session_id, n.token)
+        )
         self._notifications.clear()
         for notification in batch:
             for process in self.alive:
-                if not process.backend.subscribed:
+                if not process.backend.hears(notification):
                     continue
                 delay = self.network.notification_delay(process)
                 if delay is None:
