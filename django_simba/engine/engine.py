@@ -71,7 +71,7 @@ class Engine:
         self.lines = Lines(context, keeper, self.wait_for_session)
         self.membership = Membership(context, keeper, self.wait_for_session)
         keeper.on_opened = [self.membership.session_opened, self.lines.session_opened]
-        keeper.on_renewed = [self.lines.reconcile]
+        keeper.on_renewed = [self.lines.reconcile, self.membership.session_renewed]
         keeper.on_lost = [self.lines.session_lost]
         self._subscribed = False
         self._notification_listeners: list[Callable[[Notification], None]] = []

@@ -103,7 +103,12 @@ class Lines:
             self.kick(slot)
 
     def kick(self, slot: Slot) -> None:
-        """Start an acquire for the first waiter when nothing stands in the way."""
+        """Start the name's next backend operation when none is in flight: a release put off
+        while another was (:meth:`_free`), else an acquire for the first waiter."""
+        if slot.busy is None and slot.deferred:
+            session_id, token = slot.deferred.pop(0)
+            self._release_in_background(slot, session_id, token)
+            return
         session = self.keeper.session
         if slot.holder is not None or slot.busy is not None or not slot.waiting or session is None:
             return
@@ -176,7 +181,14 @@ class Lines:
             return Outcome(error=error)
 
     def _on_acquired(self, slot: Slot, session_id: str, sent: float, outcome: Outcome[Grant | None]) -> None:
-        """Handle an acquire's reply."""
+        """Handle an acquire's reply; then free what was given up while it was on its way."""
+        self._settle_acquire(slot, session_id, sent, outcome)
+        if slot.busy is None and slot.deferred:
+            self.kick(slot)
+
+    def _settle_acquire(
+        self, slot: Slot, session_id: str, sent: float, outcome: Outcome[Grant | None]
+    ) -> None:
         context = self.context
         sent = outcome.sent_at(sent)
         slot.busy = None
@@ -210,12 +222,14 @@ class Lines:
             elif not self._watch(slot):
                 self._retry_later(slot, self.pacing.retry_delay(slot))
             return
+        if slot.term is not None and slot.term.token == grant.token:
+            return  # the term held here, asked for again: nothing to take, and nothing to free
         if not self.grant(slot, session_id, grant.token, context.config.trusted_until(sent, grant.remaining)):
             # The backend still has our previous term (its release failed): free it, then retry.
-            self._release_in_background(slot, session_id, grant.token)
+            self._free(slot, session_id, grant.token)
 
     def _retry_later(self, slot: Slot, delay: float) -> None:
-        if slot.waiting and slot.timer is None:
+        if (slot.waiting or slot.deferred) and slot.timer is None:
             slot.timer = self.context.runtime.call_later(delay, lambda: self._kick_locked(slot))
 
     # -- the grant gate ----------------------------------------------------------------------
@@ -244,7 +258,7 @@ class Lines:
                     context.notify_observers(lambda o, kind=kind: o.term_started(kind, term))  # type: ignore[misc]
                 return True
         slot.holder = slot.term = None  # every waiter gave up meanwhile
-        self._release_in_background(slot, session_id, token)
+        self._free(slot, session_id, token)
         return True
 
     def _take_handed(self, slot: Slot, session: Session, token: int) -> None:
@@ -273,14 +287,17 @@ class Lines:
         if not self.backend.hands_over:
             return
         slot.busy = "leave"
-        name = slot.name
+        slot.op += 1
+        name, op = slot.name, slot.op
 
         def left(outcome: Outcome[None]) -> None:
             with self.context.mutex:
+                if slot.op != op:
+                    return  # a release overtook it: the slot is that release's now
                 slot.busy = None
-                if slot.waiting:
+                if slot.waiting or slot.deferred:
                     self.kick(slot)
-                else:
+                if not slot.waiting:
                     self._unwatch_unless_contended(slot)
 
         self.context.runtime.submit(CONTEND_LANE, lambda: self.backend.stop_waiting(session_id, name), left)
@@ -308,8 +325,8 @@ class Lines:
             return
         self.end_term(slot, EndReason.DEADLINE)
         session = self.keeper.session
-        if session is not None and session.id == session_id and slot.busy is None:
-            self._release_in_background(slot, session_id, term.token)
+        if session is not None and session.id == session_id:
+            self._free(slot, session_id, term.token)
         else:
             self.kick(slot)
 
@@ -354,12 +371,20 @@ class Lines:
             session = self.keeper.session
             self._detach(slot)
             term._end(EndReason.RELEASED)  # invalid at once; reported once the backend answered
+            if session is not None and session.id == term.session_id and not self._may_release(slot):
+                # An acquire or a release of the name is on its way: never two at once (its reply
+                # would let out a second acquire). The release follows it, and cannot tell
+                # whether the term was still held: say released.
+                self._report_end(contender, term, EndReason.RELEASED)
+                self._free(slot, term.session_id, term.token)
+                return EndReason.RELEASED
             if session is None or session.id != term.session_id:
                 self._report_end(contender, term, EndReason.RELEASED)
                 self.pacing.offer_to_others(slot, context.now())
                 self.kick(slot)
                 return EndReason.RELEASED
             slot.busy = "release"
+            slot.op += 1  # a leave on its way no longer owns the slot: its reply changes nothing
         released = Released()
         try:
             released = self.backend.release(term.session_id, term.name, term.token)
@@ -387,10 +412,23 @@ class Lines:
         if session is None or session.id != term.session_id:
             self.kick(slot)
             return
-        self._release_in_background(slot, term.session_id, term.token)
+        self._free(slot, term.session_id, term.token)
+
+    @staticmethod
+    def _may_release(slot: Slot) -> bool:
+        """Nothing is on its way for the name, or only a leave of its line (a release may overtake it)."""
+        return slot.busy is None or slot.busy == "leave"
+
+    def _free(self, slot: Slot, session_id: str, token: int) -> None:
+        """Free a term of ours on the backend now, or after the acquire or release in flight for it."""
+        if self._may_release(slot):
+            self._release_in_background(slot, session_id, token)
+        elif (session_id, token) not in slot.deferred:
+            slot.deferred.append((session_id, token))
 
     def _release_in_background(self, slot: Slot, session_id: str, token: int) -> None:
         slot.busy = "release"
+        slot.op += 1
         name = slot.name
         self.context.runtime.submit(
             CONTEND_LANE,
@@ -463,7 +501,7 @@ class Lines:
             # Ours on the backend, nobody's here (a reply lost, a failed release, a term already
             # granted here once): free that term, and never take it afterwards.
             slot.last_token = max(slot.last_token, token)
-            self._release_in_background(slot, session_id, token)
+            self._free(slot, session_id, token)
         self._drop_quiet_watches()
 
     def on_notification(self, event: Notification) -> None:

@@ -2,6 +2,12 @@
 
 A membership lives exactly as long as the session that made it, so each group this
 process joined is joined again by every new session, until the last local joiner leaves.
+
+A join or leave whose reply never came may still be applied later (a request delayed on
+its way): a late leave would undo a later join. So for a while after such a call, every
+renewal of the session says again what this process wants of the group (join or leave;
+both are idempotent). The while is a lease plus three call timeouts: the backends close a
+connection whose call timed out, so a request still on its way lands within a few timeouts.
 """
 
 from __future__ import annotations
@@ -9,8 +15,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ..spi import SessionExpired, validate_name
-from .context import Context
+from ..spi import BackendUnavailable, Renewal, SessionExpired, validate_name
+from .context import Context, ignore
 from .keeper import Session, SessionKeeper
 from .runtime import CONTEND_LANE, Outcome
 from .term import EndReason
@@ -28,6 +34,7 @@ class Membership:
         self.keeper = keeper
         self._wait_for_session = wait_for_session
         self._joined: dict[str, int] = {}  # group -> local joiners
+        self._uncertain: dict[str, float] = {}  # group -> until when a call of unknown outcome may land
 
     def join(self, group: str, session_wait: float | None) -> None:
         """Join ``group`` now and in every later session (mutex not held)."""
@@ -47,9 +54,10 @@ class Membership:
                 except SessionExpired:
                     with context.mutex:
                         self.keeper.lose(session_id, EndReason.SESSION_EXPIRED)
-        except BaseException:
+        except BaseException as error:
             with context.mutex:
                 self._forget(group)
+                self._maybe_landing_later(group, error)
             raise
 
     def leave(self, group: str) -> None:
@@ -60,7 +68,20 @@ class Membership:
                 return
             session = self.keeper.session
         if session is not None:
-            self.context.backend.leave(session.id, group)
+            try:
+                self.context.backend.leave(session.id, group)
+            except BaseException as error:
+                with self.context.mutex:
+                    self._maybe_landing_later(group, error)
+                raise
+
+    def _maybe_landing_later(self, group: str, error: BaseException) -> None:
+        """A call that failed without saying whether it was applied may still land (mutex held)."""
+        if isinstance(error, BackendUnavailable):  # a timeout, a lost connection: outcome unknown
+            context = self.context
+            call_timeout = max(context.backend.timeout, context.config.renew_interval)  # its default
+            doubt = context.config.lease_duration + 3 * call_timeout
+            self._uncertain[group] = context.now() + doubt
 
     def _forget(self, group: str) -> bool:
         """Count one local joiner less; True when it was the last (mutex held)."""
@@ -70,6 +91,21 @@ class Membership:
             return False
         self._joined.pop(group, None)
         return True
+
+    def session_renewed(self, session_id: str, sent: float, renewal: Renewal, deadline: float | None) -> None:
+        """Hook of the keeper (mutex held): say again what is wanted of groups with a call in doubt."""
+        now = self.context.now()
+        for group, until in list(self._uncertain.items()):
+            if until < now:
+                del self._uncertain[group]
+            elif group in self._joined:
+                self._submit_join(session_id, group)
+            else:
+                self._submit_leave(session_id, group)
+
+    def _submit_leave(self, session_id: str, group: str) -> None:
+        backend = self.context.backend
+        self.context.runtime.submit(CONTEND_LANE, lambda: backend.leave(session_id, group), ignore)
 
     def session_opened(self, session: Session) -> None:
         """Hook of the keeper (mutex held): the new session joins every group joined here."""

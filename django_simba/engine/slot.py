@@ -29,6 +29,10 @@ class Slot:
     last_token: int = 0  # tokens handed to local holders strictly increase
     waiting: deque[Contender] = field(default_factory=deque)
     busy: str | None = None
+    #: Counts the operations started for the name: a reply knows whether its operation still owns ``busy``.
+    op: int = 0
+    #: Terms this process gave up while an acquire or a release was in flight: freed once it is over.
+    deferred: list[tuple[str, int]] = field(default_factory=list)
     timer: Timer | None = None
     term_timer: Timer | None = None  # ends the held term at its own deadline
     backoff: float = FIRST_POLL_DELAY
