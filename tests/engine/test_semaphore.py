@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 
 import pytest
 
@@ -24,6 +25,7 @@ from django_simba.engine.semaphore import permit_names
 from django_simba.engine.waiters import ThreadWaiter
 from django_simba.spi import InvalidName, LeaseNotHeld, LockTimeout, Notification, NotificationKind
 from django_simba.testing import wait_until
+from django_simba.testing.semaphore_tck import SemaphoreTCK
 
 from .conftest import LEASE, RENEW, FaultyRuntime
 from .test_election import Shared
@@ -476,3 +478,13 @@ def test_a_cancelled_waiter_leaves_every_line(threaded_engine: Engine):
     assert not any(in_line(threaded_engine, name) for name in PERMITS)
     threaded_engine.backend.release(other, "jobs:3")
     assert threaded_engine.backend.owner("jobs:3") is None
+
+
+class TestSemaphoresOnMemory(SemaphoreTCK):
+    """The semaphore TCK on the in-memory backend (one process: the tests of other processes skip)."""
+
+    @pytest.fixture
+    def backend(self) -> Iterator[MemoryBackend]:
+        backend = MemoryBackend(timeout=5)
+        yield backend
+        backend.close()
