@@ -7,7 +7,7 @@ holder's permit taken over in time, one permit per waiter when several are freed
 and a one-shot try that leaves nothing behind. Use it for a backend of your own like the
 other kits::
 
-    from django_simba.testing.semaphore_tck import SemaphoreTCK
+    from django_simba.testing import SemaphoreTCK
 
     class TestMyBackendSemaphores(SemaphoreTCK):
         @pytest.fixture

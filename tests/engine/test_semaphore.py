@@ -24,8 +24,7 @@ from django_simba.engine import (
 from django_simba.engine.semaphore import permit_names
 from django_simba.engine.waiters import ThreadWaiter
 from django_simba.spi import InvalidName, LeaseNotHeld, LockTimeout, Notification, NotificationKind
-from django_simba.testing import wait_until
-from django_simba.testing.semaphore_tck import SemaphoreTCK
+from django_simba.testing import SemaphoreTCK, wait_until
 
 from .conftest import LEASE, RENEW, FaultyRuntime
 from .test_election import Shared

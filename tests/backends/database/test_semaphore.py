@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from django_simba.backends.database import DatabaseBackend
-from django_simba.testing.semaphore_tck import SemaphoreTCK
+from django_simba.testing import SemaphoreTCK
 
 from .conftest import on
 from .factory import spec_for

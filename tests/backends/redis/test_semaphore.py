@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from django_simba.backends.redis import RedisBackend
-from django_simba.testing.semaphore_tck import SemaphoreTCK
+from django_simba.testing import SemaphoreTCK
 from tests.servers.redis_cluster import RedisClusterProcesses
 
 from .conftest import BACKEND_PATH

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from django_simba.backends.zookeeper import ZookeeperBackend
-from django_simba.testing.semaphore_tck import SemaphoreTCK
+from django_simba.testing import SemaphoreTCK
 from tests.servers.zookeeper import ZookeeperNode
 
 from .conftest import BACKEND_PATH, BackendFactory
