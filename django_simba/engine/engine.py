@@ -39,7 +39,7 @@ from .membership import Membership
 from .observer import EngineObserver
 from .prefork import ForkHold
 from .runtime import CONTEND_LANE, Outcome, Runtime, ThreadRuntime, Timer
-from .semaphore import AsyncSemaphore, Semaphore
+from .semaphore import Semaphore
 from .term import EndReason, Term
 
 logger = logging.getLogger("django_simba.engine")
@@ -313,20 +313,11 @@ class Engine:
         max_hold: float | None = None,
         on_lost: Callable[[Term, EndReason], Any] | None = None,
     ) -> Semaphore:
-        """At most ``permits`` holders of ``name`` at once, each holding a permit (a lease) of its own."""
-        return Semaphore(self, name, permits, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
+        """At most ``permits`` holders of ``name`` at once, each holding a permit (a lease) of its own.
 
-    def asemaphore(
-        self,
-        name: str,
-        permits: int,
-        *,
-        timeout: float | None = None,
-        max_hold: float | None = None,
-        on_lost: Callable[[Term, EndReason], Any] | None = None,
-    ) -> AsyncSemaphore:
-        """The same semaphore for coroutines: its waiters hold no thread (``async with``)."""
-        return AsyncSemaphore(self, name, permits, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
+        For coroutines: ``AsyncSemaphore(engine, name, permits)`` (its waiters hold no thread).
+        """
+        return Semaphore(self, name, permits, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
 
     def election(
         self,

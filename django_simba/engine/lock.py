@@ -181,6 +181,9 @@ class LockBase:
         self.on_lost = on_lost
         self._holder: Acquisition | None = None
         self._holder_key: object = None  # the thread or task that holds it
+        # Guards who holds this object: a Lock keeps it for as long as it is held, a semaphore
+        # only while it changes its holders.
+        self._mutex = threading.Lock()
 
     @property
     def engine(self) -> Port:
@@ -436,18 +439,6 @@ class Lock(ThreadAcquirer):
     callback thread when a held term ends without :meth:`release` (taken over,
     session expired, maximum hold time...).
     """
-
-    def __init__(
-        self,
-        port: Port | Callable[[], Port],
-        name: str,
-        *,
-        timeout: float | None = None,
-        max_hold: float | None = None,
-        on_lost: Callable[[Term, EndReason], Any] | None = None,
-    ) -> None:
-        super().__init__(port, name, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
-        self._mutex = threading.Lock()
 
     def _keep(self, port: Port, who: object, request: Acquisition) -> None:
         # Another thread sharing this object waits for it to be released first.

@@ -22,7 +22,6 @@ permit, from any thread).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -96,7 +95,6 @@ class SemaphoreBase(LockBase):
         super().__init__(port, name, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
         self.permits = permits
         self._holders: dict[object, Acquisition] = {}
-        self._holders_mutex = threading.Lock()
 
     @property
     def term(self) -> Term | None:
@@ -107,7 +105,7 @@ class SemaphoreBase(LockBase):
     @property
     def terms(self) -> list[Term]:
         """The terms of every permit held through this object, by any thread or task."""
-        with self._holders_mutex:
+        with self._mutex:
             return [held.term for held in self._holders.values() if held.term is not None]
 
     def _holders_seen(self, port: Port) -> list[LeaseInfo]:
@@ -122,16 +120,16 @@ class SemaphoreBase(LockBase):
     def _held_by(self, who: object) -> Acquisition | None:
         if who is None:
             return None
-        with self._holders_mutex:
+        with self._mutex:
             return self._holders.get(who)
 
     def _keep(self, port: Port, who: object, request: Acquisition) -> None:
-        with self._holders_mutex:
+        with self._mutex:
             self._holders[request if who is None else who] = request
         self._hold(port, request)
 
     def _forget(self, who: object, term: Term | None) -> Acquisition:
-        with self._holders_mutex:
+        with self._mutex:
             if term is None:
                 key = who
             else:

@@ -35,7 +35,6 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -43,31 +42,18 @@ import pytest
 from ..engine import Engine, EngineConfig, Semaphore, Term, ThreadRuntime
 from ..spi import LeaseBackend
 from ..spi.clock import local_clock
+from .engine_tck import EngineFactory, EngineKit
 from .waiting import wait_until
 
 Spec = tuple[str, dict[str, Any]]
-EngineFactory = Callable[..., Engine]
 
 
-class SemaphoreTCK:
+class SemaphoreTCK(EngineKit):
     """Semaphore conformance tests over the backend a subclass's ``backend`` fixture builds."""
 
-    #: The engines' session lease and renew interval (seconds), in this process and the others.
-    lease_duration: float = 1.0
-    renew_interval: float = 0.25
-    #: Slack on top of every bound a test checks: a loaded machine is slower, never faster.
-    margin: float = 2.0
+    metadata = "semaphore-tck"
     #: How long another process may take to start and build its backend (Django set up).
     process_start: float = 60.0
-
-    @pytest.fixture
-    def backend(self) -> Iterator[LeaseBackend]:  # pragma: no cover - provided by subclasses
-        raise NotImplementedError("provide a 'backend' fixture")
-
-    @pytest.fixture
-    def other_backend(self, backend: LeaseBackend) -> LeaseBackend:
-        """The backend another process would use, on the same storage as ``backend``."""
-        return backend
 
     @pytest.fixture
     def backend_spec(self) -> Spec | None:
@@ -77,27 +63,6 @@ class SemaphoreTCK:
     @pytest.fixture
     def name(self) -> str:
         return f"stck.{uuid.uuid4().hex[:12]}"
-
-    @pytest.fixture
-    def make_engine(self) -> Iterator[EngineFactory]:
-        made: list[Engine] = []
-
-        def make(backend: LeaseBackend) -> Engine:
-            engine = Engine(backend, self.config("semaphore-tck"), ThreadRuntime())
-            made.append(engine)
-            return engine
-
-        yield make
-        for engine in made:
-            engine.close()
-
-    def config(self, metadata: str) -> EngineConfig:
-        return EngineConfig(
-            lease_duration=self.lease_duration, renew_interval=self.renew_interval, metadata=metadata
-        )
-
-    def patience(self) -> float:
-        return self.lease_duration * 2 + self.margin * 2
 
     # -- across processes ------------------------------------------------------------------
 
@@ -113,7 +78,7 @@ class SemaphoreTCK:
         holding, peak, entries = (context.Value("i", 0) for _ in range(3))
         shared = (context.Lock(), holding, peak, entries)
         results = context.Queue()
-        arguments = (spec, self.config("racer"), name, permits, rounds, shared, results)
+        arguments = (spec, self.config(metadata="racer"), name, permits, rounds, shared, results)
         workers = [
             context.Process(target=_contend_in_process, args=arguments, daemon=True) for _ in range(processes)
         ]
@@ -148,7 +113,7 @@ class SemaphoreTCK:
         context = multiprocessing.get_context("spawn")
         ready = context.Queue()
         holder = context.Process(
-            target=_hold_in_process, args=(spec, self.config("victim"), name, 2, ready), daemon=True
+            target=_hold_in_process, args=(spec, self.config(metadata="victim"), name, 2, ready), daemon=True
         )
         holder.start()
         try:

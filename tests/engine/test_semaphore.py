@@ -13,6 +13,7 @@ import pytest
 from django_simba.backends.memory import MemoryBackend
 from django_simba.engine import (
     MAX_PERMITS,
+    AsyncSemaphore,
     EndReason,
     Engine,
     EngineClosed,
@@ -325,16 +326,6 @@ def test_in_a_forked_child_the_parents_permit_is_over_and_the_child_takes_its_ow
 # -- offers to an acquisition that has its permit ---------------------------------------------
 
 
-@pytest.fixture
-def handing_engine(threaded_engine: Engine) -> Engine:
-    """The engine told that its backend hands names over (see tests/engine/test_hand_over.py)."""
-    backend = threaded_engine.backend
-    backend.hands_over = True
-    backend._stop_waiting = lambda session_id, name: None  # type: ignore[method-assign]
-    threaded_engine.wait_for_session(5)
-    return threaded_engine
-
-
 def test_a_permit_handed_to_a_session_whose_waiter_was_served_is_passed_on(handing_engine: Engine):
     engine = handing_engine
     backend = engine.backend
@@ -397,7 +388,7 @@ def test_acquisitions_start_from_a_random_permit(runtime: FaultyRuntime, make_en
 
 def test_waiting_tasks_hold_no_thread(threaded_engine: Engine):
     other = hold_elsewhere(threaded_engine.backend, *PERMITS)
-    semaphore = threaded_engine.asemaphore("jobs", 3)
+    semaphore = AsyncSemaphore(threaded_engine, "jobs", 3)
     threaded_engine.wait_for_session(5)  # the engine's own threads are running
 
     async def main() -> tuple[int, list[str]]:
@@ -424,7 +415,7 @@ def test_waiting_tasks_hold_no_thread(threaded_engine: Engine):
 
 
 def test_async_with_and_release_of_the_tasks_own_permit(threaded_engine: Engine):
-    semaphore = threaded_engine.asemaphore("jobs", 2, timeout=5)
+    semaphore = AsyncSemaphore(threaded_engine, "jobs", 2, timeout=5)
 
     async def hold(ready: asyncio.Event, go: asyncio.Event) -> str:
         async with semaphore as term:
@@ -450,7 +441,7 @@ def test_async_with_and_release_of_the_tasks_own_permit(threaded_engine: Engine)
 
 
 def test_a_task_cannot_acquire_twice(threaded_engine: Engine):
-    semaphore = threaded_engine.asemaphore("jobs", 2)
+    semaphore = AsyncSemaphore(threaded_engine, "jobs", 2)
 
     async def main() -> None:
         await semaphore.acquire(5)
@@ -463,7 +454,7 @@ def test_a_task_cannot_acquire_twice(threaded_engine: Engine):
 
 def test_a_cancelled_waiter_leaves_every_line(threaded_engine: Engine):
     other = hold_elsewhere(threaded_engine.backend, *PERMITS)
-    semaphore = threaded_engine.asemaphore("jobs", 3)
+    semaphore = AsyncSemaphore(threaded_engine, "jobs", 3)
 
     async def main() -> None:
         waiter = asyncio.create_task(semaphore.acquire(10))

@@ -14,19 +14,7 @@ from django_simba.testing import SemaphoreTCK
 from tests.servers.redis_cluster import RedisClusterProcesses
 
 from .conftest import BACKEND_PATH
-
-
-def _backends(options: dict[str, Any]) -> Iterator[Callable[[], RedisBackend]]:
-    built: list[RedisBackend] = []
-
-    def build() -> RedisBackend:
-        backend = RedisBackend(options, timeout=5)
-        built.append(backend)
-        return backend
-
-    yield build
-    for backend in built:
-        backend.close()
+from .test_engine_tck import _backends
 
 
 class TestSemaphoresOnRedis(SemaphoreTCK):
