@@ -197,7 +197,7 @@ class LockBase:
         return holder.term if holder is not None else None
 
     def locked(self) -> bool:
-        """True while this object holds a valid term."""
+        """True while this object holds a valid term (a semaphore: while the caller holds one)."""
         term = self.term
         return term is not None and term.is_valid()
 
