@@ -109,8 +109,9 @@ class SemaphoreBase(LockBase):
             return [held.term for held in self._holders.values() if held.term is not None]
 
     def _holders_seen(self, port: Port) -> list[LeaseInfo]:
-        permits = set(self.permit_names)
-        return [info for info in port.leases(f"{self.name}:") if info.name in permits]
+        number = {name: index for index, name in enumerate(self.permit_names)}
+        seen = [info for info in port.leases(f"{self.name}:") if info.name in number]
+        return sorted(seen, key=lambda info: number[info.name])  # name:2 before name:10
 
     def _request(self, port: Port, *, waits: bool, waiter: Waiter | None = None) -> Acquisition:
         names = self.permit_names
@@ -160,7 +161,7 @@ class Semaphore(SemaphoreBase, ThreadAcquirer):
         self._release(self._caller(), term)
 
     def holders(self) -> list[LeaseInfo]:
-        """Who holds the permits now, as the backend sees it (one backend call), by permit name."""
+        """Who holds the permits now, as the backend sees it (one backend call), in permit order."""
         return self._holders_seen(self.engine)
 
 
@@ -172,6 +173,6 @@ class AsyncSemaphore(SemaphoreBase, LoopAcquirer):
         await self._release(self._caller(), term)
 
     async def holders(self) -> list[LeaseInfo]:
-        """Who holds the permits now (one backend call, on the engine's lane), by permit name."""
+        """Who holds the permits now (one backend call, on the engine's lane), in permit order."""
         port = self.engine
         return await on_lane(port, lambda: self._holders_seen(port))

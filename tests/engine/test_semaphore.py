@@ -126,6 +126,12 @@ def test_a_holder_gets_a_permit_of_its_own(threaded_engine: Engine):
     assert semaphore.holders() == []
 
 
+def test_holders_come_in_permit_order_and_only_permits(threaded_engine: Engine):
+    hold_elsewhere(threaded_engine.backend, "jobs:10", "jobs:2", "jobs:other", "jobs:13")
+    seen = threaded_engine.semaphore("jobs", 12).holders()
+    assert [info.name for info in seen] == ["jobs:2", "jobs:10"]  # not jobs:other, nor a 13th permit
+
+
 def test_at_most_n_holders_and_the_next_is_refused(threaded_engine: Engine):
     semaphore = threaded_engine.semaphore("jobs", 3)
     takers = [Taker(semaphore) for _ in range(3)]
