@@ -38,8 +38,11 @@ def test_the_example_lets_three_of_eight_workers_in_at_once(tmp_path: Path):
     runs += [start(script, environ) for _ in range(2)]  # then two at once, on the same file
     outputs += [run.communicate(timeout=120)[0] for run in runs[1:]]
     assert [run.returncode for run in runs] == [0, 0, 0], outputs
-    for output in outputs:
+    for run, output in enumerate(outputs):
         lines = output.splitlines()
         holds = [re.fullmatch(r"worker \d holds exports:[123] with token \d+", line) for line in lines[:-1]]
         assert all(holds) and len(holds) == 8, output
-        assert lines[-1] == "at most 3 exports at once", output
+        # Alone, a run fills the three permits; two at once share them, each seeing its own holders.
+        most = re.fullmatch(r"at most (\d) exports at once", lines[-1])
+        assert most is not None, output
+        assert (int(most[1]) == 3) if run == 0 else (1 <= int(most[1]) <= 3), output
