@@ -2,7 +2,7 @@
 
 Public API::
 
-    from django_simba import lock, election, group, owner, leases, singleton_task
+    from django_simba import lock, semaphore, election, group, owner, leases, singleton_task
 
 Importing the package imports nothing from Django and starts no thread; the
 functions load the Django layer on first use.
@@ -37,12 +37,14 @@ __version__ = "0.1.0.dev0"
 
 _LAZY = {
     "lock": "django_simba.api",
+    "semaphore": "django_simba.api",
     "election": "django_simba.api",
     "group": "django_simba.api",
     "owner": "django_simba.api",
     "leases": "django_simba.api",
     "singleton_task": "django_simba.decorators",
     "alock": "django_simba.aio",
+    "asemaphore": "django_simba.aio",
     "aelection": "django_simba.aio",
     "agroup": "django_simba.aio",
     "aowner": "django_simba.aio",
@@ -54,8 +56,8 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from .aio import aelection, agroup, aleases, alock, aowner
-    from .api import election, group, leases, lock, owner
+    from .aio import aelection, agroup, aleases, alock, aowner, asemaphore
+    from .api import election, group, leases, lock, owner, semaphore
     from .decorators import singleton_task
     from .engine import EndReason, Term
     from .fencing import fenced
@@ -96,6 +98,7 @@ __all__ = [
     "aleases",
     "alock",
     "aowner",
+    "asemaphore",
     "election",
     "fenced",
     "get_engine",
@@ -103,5 +106,6 @@ __all__ = [
     "leases",
     "lock",
     "owner",
+    "semaphore",
     "singleton_task",
 ]

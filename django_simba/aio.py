@@ -2,7 +2,7 @@
 
 ::
 
-    from django_simba import alock, aelection, agroup, aowner, aleases
+    from django_simba import alock, asemaphore, aelection, agroup, aowner, aleases
 
     async with alock("invoices:42", timeout=5) as term:
         await save(invoice, fence=term.token)
@@ -31,7 +31,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .engine import AsyncLock as EngineAsyncLock
-from .engine import EndReason, Term
+from .engine import AsyncSemaphore, EndReason, Term
 from .engine.waiters import session_live
 from .spi import LeaseInfo, Member, validate_name
 
@@ -97,6 +97,23 @@ def alock(
     Same arguments as :func:`django_simba.lock`; ``on_lost`` runs on the engine's callback thread.
     """
     return AsyncLock(name, timeout, max_hold=max_hold, on_lost=on_lost)
+
+
+def asemaphore(
+    name: str,
+    permits: int,
+    timeout: float | None = None,
+    *,
+    max_hold: float | None = None,
+    on_lost: Callable[[Term, EndReason], Any] | None = None,
+) -> AsyncSemaphore:
+    """At most ``permits`` holders of ``name`` at once, for coroutines:
+    ``async with asemaphore("exports", 3) as term: ...``.
+
+    Same arguments as :func:`django_simba.semaphore`. A waiting task holds no thread. The engine
+    is looked up at each acquisition, like :func:`alock`'s.
+    """
+    return AsyncSemaphore(_get_engine, name, permits, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
 
 
 class _LoopNotifier:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .engine import Election, EndReason, Group, Lock, Term
+from .engine import Election, EndReason, Group, Lock, Semaphore, Term
 from .registry import get_engine
 from .spi import LeaseInfo, Member
 
@@ -23,6 +23,23 @@ def lock(
     Not re-entrant. ``term.token`` is the fencing token.
     """
     return get_engine().lock(name, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
+
+
+def semaphore(
+    name: str,
+    permits: int,
+    timeout: float | None = None,
+    *,
+    max_hold: float | None = None,
+    on_lost: Callable[[Term, EndReason], Any] | None = None,
+) -> Semaphore:
+    """At most ``permits`` holders of ``name`` at once: ``with semaphore("exports", 3) as term: ...``.
+
+    Each holder holds one permit, a lease named ``name:1`` to ``name:{permits}``, with a term and
+    a fencing token of its own (``term.name`` says which permit). Same ``timeout``, ``max_hold``
+    and ``on_lost`` as :func:`lock`; not re-entrant.
+    """
+    return get_engine().semaphore(name, permits, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
 
 
 def election(

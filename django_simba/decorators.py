@@ -7,6 +7,9 @@ thread per process), where every host makes the call and one of them leads.
 
 ``mode="lock"``: a call runs while holding the lock of the task's name, waiting
 up to ``timeout`` seconds (0: skip at once when another instance runs it).
+With ``permits=N`` (lock mode, the default then), a call holds one permit of a
+semaphore of that name instead: at most N calls run at once in the whole
+cluster, and the next one waits or is skipped.
 **Use lock mode for queued tasks** (Celery, RQ, Django's task framework): a
 queued call runs on whichever worker takes it from the queue, and in leader
 mode a call taken by a worker that is not the leader is skipped, so it runs
@@ -34,7 +37,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, ParamSpec, TypeVar, cast
 
-from .engine import Election, Term
+from .engine import Election, Lock, Term
+from .engine.semaphore import permit_names
 from .errors import LeaseLost
 from .spi import LeaseInfo, LockTimeout, validate_name
 
@@ -112,37 +116,46 @@ def current_term() -> Term | None:
     return _current_term.get()
 
 
-def task_name_for(fn: Callable[..., Any]) -> str:
-    """A default lease name from the function's module and qualified name."""
+def task_name_for(fn: Callable[..., Any], *, length: int = 128) -> str:
+    """A default lease name from the function's module and qualified name, at most ``length`` long."""
     raw = f"task:{fn.__module__}.{fn.__qualname__}"
-    return re.sub(r"[^A-Za-z0-9._:-]", "_", raw)[:128]
+    return re.sub(r"[^A-Za-z0-9._:-]", "_", raw)[:length]
 
 
 def singleton_task(
     name: str | None = None,
-    mode: Literal["leader", "lock"] = "leader",
+    mode: Literal["leader", "lock"] | None = None,
     *,
     timeout: float = 0,
     max_hold: float | None = None,
     wait_for_election: float | None = None,
+    permits: int | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R | Skipped]]:
     """Decorate a function so that it runs on one instance only (see the module docstring).
 
+    ``mode``: ``"leader"`` by default, ``"lock"`` when ``permits`` is given.
     ``wait_for_election``: on the first call in a process, how long to wait for
     the election's first answer (default: the backend timeout), so the first
-    call on the leader is not skipped.
+    call on the leader is not skipped. ``permits``: at most that many calls at
+    once in the cluster, each holding a permit of a semaphore (lock mode only).
     """
+    if mode is None:
+        mode = "leader" if permits is None else "lock"
     if mode not in ("leader", "lock"):
         raise ValueError(f"mode must be 'leader' or 'lock', not {mode!r}")
-    if name is not None:
+    if permits is not None:
+        if mode != "lock":
+            raise ValueError("permits needs mode='lock': in leader mode one instance runs the calls")
+        permit_names(name or "task", permits)  # a count out of range, or a name with no room for ':N'
+    elif name is not None:
         validate_name(name)
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R | Skipped]:
-        task = name or task_name_for(fn)
+        task = name or task_name_for(fn, length=128 - (0 if permits is None else len(f":{permits}")))
         runner = (
             _LeaderRunner(task, wait_for_election)
             if mode == "leader"
-            else _LockRunner(task, timeout, max_hold)
+            else _LockRunner(task, timeout, max_hold, permits)
         )
 
         if inspect.iscoroutinefunction(fn):
@@ -162,6 +175,7 @@ def singleton_task(
             wrapped = run
         wrapped.simba_name = task  # type: ignore[attr-defined]
         wrapped.simba_mode = mode  # type: ignore[attr-defined]
+        wrapped.simba_permits = permits  # type: ignore[attr-defined]
         return wrapped
 
     return decorate
@@ -214,25 +228,37 @@ class _Runner:
 
 
 class _LockRunner(_Runner):
-    def __init__(self, name: str, timeout: float, max_hold: float | None) -> None:
-        self.name, self.timeout, self.max_hold = name, timeout, max_hold
+    """Runs a call under the lock of the name, or under a permit of its semaphore."""
+
+    def __init__(self, name: str, timeout: float, max_hold: float | None, permits: int | None) -> None:
+        self.name, self.timeout, self.max_hold, self.permits = name, timeout, max_hold, permits
 
     def enter(self) -> _Entered | Skipped:
         from .registry import get_engine
 
         engine = get_engine()
-        lock = engine.lock(self.name, max_hold=self.max_hold)
+        permits = self.permits
+        guard = (
+            engine.lock(self.name, max_hold=self.max_hold)
+            if permits is None
+            else engine.semaphore(self.name, permits, max_hold=self.max_hold)
+        )
         try:
-            term = lock.acquire(self.timeout)
+            term = guard.acquire(self.timeout)
         except LockTimeout:
-            skipped = Skipped(self.name, "another instance holds the lock", engine.owner(self.name))
+            if permits is None:
+                skipped = Skipped(self.name, "another instance holds the lock", engine.owner(self.name))
+            else:
+                skipped = Skipped(self.name, f"all {permits} permits are held")
             logger.info("%s", skipped)
             return skipped
         name = self.name
+        # A coroutine's call may leave from another worker thread: a permit is given back by its term.
+        release = guard.release if isinstance(guard, Lock) else functools.partial(guard.release, term)
 
         def leave() -> None:
             try:
-                lock.release()
+                release()
             except LeaseLost as lost:  # the call is over: say it outlived its term, keep its result
                 logger.warning("django-simba: %s: %s", name, lost)
 

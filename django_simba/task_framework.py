@@ -17,6 +17,9 @@ long for the lock; with 0 (the default) it is skipped when another run holds
 it, and the skip is stored as a successful result (a ``Skipped``, a dict of JSON
 values; ``Skipped.from_result(result.return_value)`` reads it back).
 
+``permits=N`` lets up to N runs go at once, each holding a permit of a
+semaphore of the name (see ``docs/semaphores.rst``).
+
 ``mode="leader"`` runs a task only on the process that leads the election of
 the name. A worker that is not the leader skips every run it takes, and no
 other worker takes it again, so that run happens nowhere: use it only when
@@ -64,11 +67,12 @@ def singleton_task(
     timeout: float = 0,
     max_hold: float | None = None,
     wait_for_election: float | None = None,
+    permits: int | None = None,
     **task_options: Any,
 ) -> Callable[[Callable[..., Any]], Any]:
     """Make a Django task that runs only under the lock of ``name`` (see the module docstring)."""
     guard = decorators.singleton_task(
-        name, mode, timeout=timeout, max_hold=max_hold, wait_for_election=wait_for_election
+        name, mode, timeout=timeout, max_hold=max_hold, wait_for_election=wait_for_election, permits=permits
     )
     tasks = framework()
 

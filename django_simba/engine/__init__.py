@@ -1,4 +1,4 @@
-"""The engine: sessions, locks, elections and groups over any backend.
+"""The engine: sessions, locks, semaphores, elections and groups over any backend.
 
 Knows nothing of Django. All timing goes through a :class:`Runtime`, so the
 same code runs on threads in production and on a virtual clock in the
@@ -15,12 +15,15 @@ from .lock import Lock
 from .observer import EngineObserver
 from .port import Port
 from .runtime import CONTEND_LANE, SESSION_LANE, Outcome, Runtime, ThreadRuntime, Timer
+from .semaphore import MAX_PERMITS, AsyncSemaphore, Semaphore
 from .term import EndReason, Term
 
 __all__ = [
     "CONTEND_LANE",
+    "MAX_PERMITS",
     "SESSION_LANE",
     "AsyncLock",
+    "AsyncSemaphore",
     "Election",
     "EndReason",
     "Engine",
@@ -34,6 +37,7 @@ __all__ = [
     "Outcome",
     "Port",
     "Runtime",
+    "Semaphore",
     "Term",
     "ThreadRuntime",
     "Timer",

@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from types import EllipsisType, TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from ..errors import LeaseLost, LockHeld, LockTimeout
-from .lock import LockBase, Request, hopeless
-from .term import EndReason, Term
+from ..errors import LeaseLost, LockTimeout
+from .lock import Acquisition, LockBase, hopeless
+from .term import Term
 from .waiters import LoopWaiter, on_lane, session_live
 
 if TYPE_CHECKING:
@@ -34,21 +34,18 @@ R = TypeVar("R")
 logger = logging.getLogger("django_simba.engine")
 
 
-class AsyncLock(LockBase):
-    """An exclusive lock on ``name`` for coroutines (see the module docstring)."""
-
-    _holder_task: asyncio.Task[Any] | None = None
+class LoopAcquirer(LockBase):
+    """Acquiring from coroutines: a waiting task holds no thread; ``async with``, a decorator."""
 
     async def acquire(self, timeout: float | EllipsisType | None = ...) -> Term:
         """Wait up to ``timeout`` seconds (``None``: forever; 0: one try); else :class:`LockTimeout`."""
         timeout = self._timeout_for(timeout)
-        task = asyncio.current_task()
-        if task is not None and self._holder is not None and self._holder_task is task:
-            raise LockHeld(f"lock {self.name!r} is already held by this task (locks are not re-entrant)")
+        task = self._caller()
+        self._refuse_reentry(task, "task")
         port = self.engine
         loop = asyncio.get_running_loop()
         started = port.now()
-        request = Request(self, waits=timeout != 0, waiter=LoopWaiter(loop))
+        request = self._request(port, waits=timeout != 0, waiter=LoopWaiter(loop))
         try:
             error = await self._first_attempt(port, request, timeout)
             if timeout != 0 and not hopeless(error):
@@ -57,18 +54,17 @@ class AsyncLock(LockBase):
             self._abandon(port, request)  # cancelled, or the engine failed: never keep a late grant
             raise
         term = self._outcome(port, request, error, timeout)
-        self._holder_task = task
-        self._hold(port, request, term)
+        self._keep(port, task, request)
         return term
 
     async def _first_attempt(
-        self, port: Port, request: Request, timeout: float | None
+        self, port: Port, request: Acquisition, timeout: float | None
     ) -> BaseException | None:
-        """The one attempt a thread would make in its own thread, made on the engine's lane."""
+        """The attempts a thread would make in its own thread, made on the engine's lane."""
         await session_live(port, self._session_wait(port, timeout))
-        return await on_lane(port, lambda: port.acquire_now(request, 0))
+        return await on_lane(port, lambda: self._first_attempts(port, request, 0))
 
-    async def _wait(self, port: Port, request: Request, started: float, timeout: float | None) -> None:
+    async def _wait(self, port: Port, request: Acquisition, started: float, timeout: float | None) -> None:
         waiter = request.waiter
         assert isinstance(waiter, LoopWaiter)
         while True:
@@ -83,33 +79,26 @@ class AsyncLock(LockBase):
             except TimeoutError:
                 return
 
-    def _abandon(self, port: Port, request: Request) -> None:
-        with port.mutex:
-            term = request.term
-            if term is None:
-                request.abandoned = True
-                port.withdraw(request)
-            elif not port.closed:
-                port.release_later(request, term, EndReason.RELEASED)  # granted as its waiter left
-
     async def try_acquire(self) -> Term | None:
-        """One attempt: the term, or ``None`` when another holder has it."""
+        """One attempt: the term, or ``None`` when it is held elsewhere."""
         try:
             return await self.acquire(0)
         except LockTimeout:
             return None
 
-    async def release(self) -> None:
-        """Release the held term; the backend call finishes even if this task is cancelled.
+    @staticmethod
+    def _caller() -> object:
+        return asyncio.current_task()
 
-        Raises like :meth:`Lock.release`: :class:`LeaseNotHeld`, or :class:`LeaseLost` when the
-        term had already ended otherwise.
-        """
-        holder, term = self._unhold()
-        self._holder_task = None
+    async def _release(self, who: object, term: Term | None = None) -> None:
+        """Release a held term; the backend call finishes even if this task is cancelled."""
+        holder, held = self._unhold(who, term)
         port = self.engine
-        reason = await asyncio.shield(on_lane(port, lambda: port.release_now(holder, term)))
-        self._released(term, reason)
+        reason = await asyncio.shield(on_lane(port, lambda: port.release_now(holder, held)))
+        self._released(held, reason)
+
+    async def release(self) -> None:
+        raise NotImplementedError
 
     async def __aenter__(self) -> Term:
         return await self.acquire()
@@ -126,7 +115,7 @@ class AsyncLock(LockBase):
             logger.warning("django-simba: %s while the block raised %r", lost, exc)
 
     def __call__(self, fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
-        """Use as a decorator on a coroutine function: every call runs while holding the lock."""
+        """Use as a decorator on a coroutine function: every call runs while holding it."""
 
         @functools.wraps(fn)
         async def locked(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -134,6 +123,18 @@ class AsyncLock(LockBase):
                 return await fn(*args, **kwargs)
 
         return locked
+
+
+class AsyncLock(LoopAcquirer):
+    """An exclusive lock on ``name`` for coroutines (see the module docstring)."""
+
+    async def release(self) -> None:
+        """Release the held term; the backend call finishes even if this task is cancelled.
+
+        Raises like :meth:`Lock.release`: :class:`LeaseNotHeld`, or :class:`LeaseLost` when the
+        term had already ended otherwise.
+        """
+        await self._release(None)
 
     def __repr__(self) -> str:
         return f"<AsyncLock {self.name!r} term={self.term!r}>"

@@ -39,6 +39,7 @@ from .membership import Membership
 from .observer import EngineObserver
 from .prefork import ForkHold
 from .runtime import CONTEND_LANE, Outcome, Runtime, ThreadRuntime, Timer
+from .semaphore import Semaphore
 from .term import EndReason, Term
 
 logger = logging.getLogger("django_simba.engine")
@@ -303,6 +304,21 @@ class Engine:
     ) -> AsyncLock:
         """The same lock for coroutines: its waiters hold no thread (``async with``)."""
         return AsyncLock(self, name, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
+
+    def semaphore(
+        self,
+        name: str,
+        permits: int,
+        *,
+        timeout: float | None = None,
+        max_hold: float | None = None,
+        on_lost: Callable[[Term, EndReason], Any] | None = None,
+    ) -> Semaphore:
+        """At most ``permits`` holders of ``name`` at once, each holding a permit (a lease) of its own.
+
+        For coroutines: ``AsyncSemaphore(engine, name, permits)`` (its waiters hold no thread).
+        """
+        return Semaphore(self, name, permits, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
 
     def election(
         self,

@@ -18,7 +18,8 @@ metric                              type       meaning
 ``simba_keepalive_seconds``         histogram  keep-alive round trips
 ``simba_keepalive_failures_total``  counter    keep-alives that failed, timed out or
                                                answered later than the renew interval
-``simba_terms_won_total``           counter    terms won, by ``kind`` (lock, election)
+``simba_terms_won_total``           counter    terms won, by ``kind`` (lock, semaphore,
+                                               election)
 ``simba_terms_lost_total``          counter    terms that ended without their holder
                                                releasing them, by ``kind`` and ``reason``
 ``simba_terms_held``                gauge      terms held now, by ``kind``

@@ -39,14 +39,16 @@ from .waiting import wait_until
 EngineFactory = Callable[..., Engine]
 
 
-class EngineTCK:
-    """Engine conformance tests over the backend a subclass's ``backend`` fixture builds."""
+class EngineKit:
+    """What the engine kits share: the backends of two processes, engines on threads, patience."""
 
     #: The engines' session lease and renew interval (seconds): short, to drive keep-alives.
     lease_duration: float = 1.0
     renew_interval: float = 0.25
     #: Slack on top of every bound a test checks: a loaded machine is slower, never faster.
     margin: float = 2.0
+    #: Shown as the engines' session metadata.
+    metadata: str = "engine-tck"
 
     @pytest.fixture
     def backend(self) -> Iterator[LeaseBackend]:  # pragma: no cover - provided by subclasses
@@ -58,22 +60,12 @@ class EngineTCK:
         return backend
 
     @pytest.fixture
-    def name(self) -> str:
-        return f"etck.{uuid.uuid4().hex[:12]}"
-
-    @pytest.fixture
     def make_engine(self) -> Iterator[EngineFactory]:
         """``make_engine(backend, **config)``: a started-on-use engine on threads, closed afterwards."""
         made: list[Engine] = []
 
         def make(backend: LeaseBackend, **config: Any) -> Engine:
-            settings: dict[str, Any] = {
-                "lease_duration": self.lease_duration,
-                "renew_interval": self.renew_interval,
-                "metadata": "engine-tck",
-                **config,
-            }
-            engine = Engine(backend, EngineConfig(**settings), ThreadRuntime())
+            engine = Engine(backend, self.config(**config), ThreadRuntime())
             made.append(engine)
             return engine
 
@@ -81,9 +73,27 @@ class EngineTCK:
         for engine in made:
             engine.close()
 
+    def config(self, **config: Any) -> EngineConfig:
+        """The engines' configuration: the kit's timings and metadata, with ``config`` over them."""
+        settings: dict[str, Any] = {
+            "lease_duration": self.lease_duration,
+            "renew_interval": self.renew_interval,
+            "metadata": self.metadata,
+            **config,
+        }
+        return EngineConfig(**settings)
+
     def patience(self) -> float:
         """How long to wait at most for something a few keep-alives bring about."""
         return self.lease_duration * 2 + self.margin * 2
+
+
+class EngineTCK(EngineKit):
+    """Engine conformance tests over the backend a subclass's ``backend`` fixture builds."""
+
+    @pytest.fixture
+    def name(self) -> str:
+        return f"etck.{uuid.uuid4().hex[:12]}"
 
     # -- the release reply the engine relies on ---------------------------------------------
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
+import uuid
 
 import pytest
 from django.test import override_settings
@@ -99,3 +103,121 @@ def test_a_coroutine_function_runs_under_the_lock_and_sees_its_term():
     other = engine.backend.open_session(30, "host=other").session_id
     engine.backend.acquire(other, "async.job")
     assert isinstance(asyncio.run(job()), Skipped)
+
+
+# -- permits: at most N calls at once ------------------------------------------------------------
+
+
+def test_permits_let_n_calls_run_at_once_and_skip_the_next():
+    inside, leave = threading.Barrier(3), threading.Event()
+
+    @singleton_task("exports.daily", permits=2)
+    def export():
+        term = current_term()
+        inside.wait(10)
+        leave.wait(10)
+        return term.name
+
+    assert export.simba_mode == "lock" and export.simba_permits == 2
+    results: list[object] = []
+    threads = [threading.Thread(target=lambda: results.append(export())) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    inside.wait(10)  # both calls hold a permit now
+    skipped = export()
+    assert isinstance(skipped, Skipped) and skipped.reason == "all 2 permits are held"
+    leave.set()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(results) == ["exports.daily:1", "exports.daily:2"]  # type: ignore[type-var]
+    assert registry.get_engine().leases("exports.daily:") == []
+
+
+def test_permits_with_a_timeout_wait_their_turn():
+    guard = threading.Lock()
+    holding, peak = [0], [0]
+
+    @singleton_task("exports.queued", permits=2, timeout=30)
+    def export():
+        with guard:
+            holding[0] += 1
+            peak[0] = max(peak[0], holding[0])
+        threading.Event().wait(0.01)  # the work, so that calls overlap
+        with guard:
+            holding[0] -= 1
+        return current_term().token
+
+    results: list[object] = []
+    threads = [threading.Thread(target=lambda: results.extend(export() for _ in range(5))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(results) == 20 and not any(isinstance(result, Skipped) for result in results)
+    assert peak[0] == 2
+
+
+def test_bad_permits_fail_at_decoration():
+    with pytest.raises(ValueError, match="permits needs mode='lock'"):
+        singleton_task("x", mode="leader", permits=2)
+    with pytest.raises(ValueError, match="permits must be from 1"):
+        singleton_task("x", permits=0)
+    with pytest.raises(ValueError, match="at most 126 characters"):
+        singleton_task("x" * 127, permits=2)
+
+
+def test_a_default_name_leaves_room_for_the_permits():
+    def a_function_with_a_name_long_enough_to_be_cut_when_it_is_turned_into_a_default_lease_name_for_a_task():
+        return current_term().name
+
+    guarded = singleton_task(permits=12)(
+        a_function_with_a_name_long_enough_to_be_cut_when_it_is_turned_into_a_default_lease_name_for_a_task
+    )
+    assert len(guarded.simba_name) == 128 - len(":12")
+    assert guarded().startswith(guarded.simba_name + ":")
+
+
+def test_a_coroutine_function_gives_its_permit_back_from_any_worker_thread():
+    import asyncio
+
+    @singleton_task("async.exports", permits=2, timeout=10)
+    async def job():
+        await asyncio.sleep(0)
+        return current_term().name
+
+    async def main():
+        return await asyncio.gather(job(), job(), job())
+
+    names = asyncio.run(main())
+    assert all(isinstance(name, str) and name.startswith("async.exports:") for name in names)
+    assert registry.get_engine().leases("async.exports:") == []  # every permit given back
+
+
+def test_permits_hold_across_real_processes(tmp_path):
+    """Four processes run a ``permits=2`` task on Redis: never more than two calls at once."""
+    from tests.django.processes import ROOT, child_environ, forget_redis_keys, redis_url_or_skip
+
+    url = redis_url_or_skip()
+    name = f"exports.{uuid.uuid4().hex[:12]}"
+    state = tmp_path / "state.json"
+    simba = {"BACKEND": "redis", "OPTIONS": {"url": url}, "LEASE_DURATION": 3, "RENEW_INTERVAL": 1}
+    environ = child_environ("tests.django.process_settings", simba)
+    argv = [sys.executable, "-m", "tests.django.permit_worker", str(state), "5", name, "2"]
+    workers = [subprocess.Popen(argv, env=environ, cwd=ROOT) for _ in range(4)]
+    try:
+        codes = [worker.wait(120) for worker in workers]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+        forget_redis_keys(url, f"*{name}*")
+    assert codes == [0, 0, 0, 0]
+    seen = json.loads(state.read_text())
+    assert len(seen["entries"]) == 20 and seen["holding"] == 0
+    assert seen["peak"] == 2, f"{seen['peak']} calls at once"
+    by_permit: dict[str, list[int]] = {}
+    for permit, token in seen["entries"]:
+        by_permit.setdefault(permit, []).append(token)
+    assert set(by_permit) <= {f"{name}:1", f"{name}:2"}
+    for permit, tokens in by_permit.items():
+        assert tokens == sorted(set(tokens)), f"{permit}: {tokens}"

@@ -63,3 +63,16 @@ def threaded_engine() -> Iterator[Engine]:
     )
     yield engine
     engine.close()
+
+
+@pytest.fixture
+def handing_engine(threaded_engine: Engine) -> Engine:
+    """The threaded engine, told that its backend hands names over (``LeaseBackend.hands_over``).
+
+    The in-memory backend does not: a test feeds the engine what such a backend would send.
+    """
+    backend = threaded_engine.backend
+    backend.hands_over = True
+    backend._stop_waiting = lambda session_id, name: None  # type: ignore[method-assign]
+    threaded_engine.wait_for_session(5)
+    return threaded_engine

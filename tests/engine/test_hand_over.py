@@ -17,12 +17,8 @@ from django_simba.testing import wait_until
 
 
 @pytest.fixture
-def engine(threaded_engine: Engine) -> Engine:
-    backend = threaded_engine.backend
-    backend.hands_over = True
-    backend._stop_waiting = lambda session_id, name: None  # type: ignore[method-assign]
-    threaded_engine.wait_for_session(5)
-    return threaded_engine
+def engine(handing_engine: Engine) -> Engine:
+    return handing_engine
 
 
 def _waiter(engine: Engine, name: str) -> Request:

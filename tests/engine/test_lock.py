@@ -356,3 +356,21 @@ def test_closing_the_engine_wakes_every_blocked_waiter(threaded_engine: Engine):
     assert holder.ended is EndReason.CLOSED
     with pytest.raises(EngineClosed):
         threaded_engine.lock("closing").acquire(timeout=None)
+
+
+def test_an_interrupted_blocking_acquire_leaves_the_line(threaded_engine: Engine, monkeypatch):
+    """Ctrl-C in a blocked acquire: the request must not stay in line, to be granted to nobody."""
+    backend = threaded_engine.backend
+    other = backend.open_session(30, "other").session_id
+    backend.acquire(other, "interrupted")
+
+    def interrupted(self, timeout):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("django_simba.engine.waiters.ThreadWaiter.wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        threaded_engine.lock("interrupted").acquire(10)
+    with threaded_engine.mutex:
+        assert not threaded_engine.lines.slots["interrupted"].waiting
+    backend.release(other, "interrupted")
+    assert threaded_engine.lock("interrupted").acquire(0).token == 2  # nobody here took it meanwhile

@@ -88,6 +88,18 @@ def backend(make_backend: Callable[..., DatabaseBackend]) -> DatabaseBackend:
     return make_backend()
 
 
+class BackendEach:
+    """For the engine kits: each engine (each process) on a backend of its own, on the test's alias."""
+
+    @pytest.fixture
+    def backend(self, make_backend: Callable[..., DatabaseBackend]) -> DatabaseBackend:
+        return make_backend()
+
+    @pytest.fixture
+    def other_backend(self, make_backend: Callable[..., DatabaseBackend]) -> DatabaseBackend:
+        return make_backend()
+
+
 @pytest.fixture(scope="session")
 def pgbouncer(django_db_setup: Any) -> Iterator[pgbouncer_server.Pgbouncer]:
     """A PgBouncer in transaction mode in front of the tests' PostgreSQL.

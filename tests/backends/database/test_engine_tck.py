@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
-from django_simba.backends.database import DatabaseBackend
 from django_simba.testing import EngineTCK
 
-from .conftest import on
+from .conftest import BackendEach, on
 
 
-class DatabaseEngineTCK(EngineTCK):
+class DatabaseEngineTCK(BackendEach, EngineTCK):
     alias: str
-
-    @pytest.fixture
-    def backend(self, make_backend: Callable[..., DatabaseBackend]) -> DatabaseBackend:
-        return make_backend()
-
-    @pytest.fixture
-    def other_backend(self, make_backend: Callable[..., DatabaseBackend]) -> DatabaseBackend:
-        return make_backend()
 
 
 @pytest.mark.usefixtures("alias")

@@ -1,0 +1,178 @@
+"""Counting semaphores: at most ``permits`` holders of a name at once, each with a term of its own.
+
+A semaphore of N permits on ``name`` is N ordinary leases, ``name:1`` to ``name:N``; to hold
+the semaphore is to hold one of them. Every permit therefore keeps every rule of a lease on
+every backend, with no backend change: a token > 0 that strictly increases with each term of
+that permit, freed when its session dies, renewed by the session's one keep-alive. A
+holder's :class:`~.term.Term` is the permit's: ``term.name`` is the permit's lease name, and
+its token compares only with tokens of that permit.
+
+An acquisition claims every permit at once (one contender per permit, in each permit's
+line, all reporting to one acquisition): the first permit granted is its term, and every
+later offer is declined, so the engine hands that permit to the next waiter here or frees
+it (on a backend that hands names over, to the next session in the backend's line). It
+tries the permits from a random one on, so acquirers spread over them.
+
+Like a lock, a semaphore is **not re-entrant**: a thread (or task) that acquires a
+semaphore object it already holds a permit of gets :class:`LockHeld`. Unlike a lock, one
+object serves many holders at once: each thread or task that acquires it holds a permit of
+its own, and ``release()`` gives back the caller's (``release(term)`` gives back that
+permit, from any thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidName, LeaseNotHeld
+from ..spi import MAX_NAME_LENGTH, LeaseInfo, validate_name
+from .alock import LoopAcquirer
+from .lock import Acquisition, Claim, LockBase, ThreadAcquirer
+from .term import EndReason, Term
+from .waiters import on_lane
+
+if TYPE_CHECKING:
+    from .port import Port
+    from .waiters import Waiter
+
+#: A waiting acquisition contends for every permit (on a polled backend it polls each), so its
+#: cost grows with the number of permits: beyond this, use a queue or shard the work.
+MAX_PERMITS = 100
+
+
+def permit_names(name: str, permits: int) -> tuple[str, ...]:
+    """The lease names of the permits of semaphore ``name``: ``name:1`` to ``name:{permits}``.
+
+    Rejects, before any I/O, a count that is not an int from 1 to :data:`MAX_PERMITS`, and a
+    name that leaves no room for the longest permit's suffix within the 128 characters of a name.
+    """
+    validate_name(name)
+    if isinstance(permits, bool) or not isinstance(permits, int):
+        raise TypeError(f"permits must be an int, not {permits!r}")
+    if not 1 <= permits <= MAX_PERMITS:
+        raise ValueError(f"permits must be from 1 to {MAX_PERMITS}, not {permits!r}")
+    room = MAX_NAME_LENGTH - len(f":{permits}")
+    if len(name) > room:
+        raise InvalidName(
+            name,
+            f"a semaphore of {permits} permits may have a name of at most {room} characters"
+            f" (its permits are leases named '<name>:1' to '<name>:{permits}')",
+        )
+    return tuple(f"{name}:{number}" for number in range(1, permits + 1))
+
+
+class PermitRequest(Acquisition):
+    """A semaphore's acquisition: a claim on each permit; the first one granted is its term."""
+
+    def __init__(
+        self, semaphore: SemaphoreBase, names: Sequence[str], *, waits: bool, waiter: Waiter | None = None
+    ) -> None:
+        super().__init__(semaphore, waits=waits, waiter=waiter)
+        self._claims = tuple(Claim(self, name) for name in names)
+
+    @property
+    def claims(self) -> Sequence[Claim]:
+        return self._claims
+
+
+class SemaphoreBase(LockBase):
+    """What a semaphore is whoever waits for it: its permits, and a holder per thread or task."""
+
+    kind = "semaphore"
+
+    def __init__(
+        self,
+        port: Port | Callable[[], Port],
+        name: str,
+        permits: int,
+        *,
+        timeout: float | None = None,
+        max_hold: float | None = None,
+        on_lost: Callable[[Term, EndReason], Any] | None = None,
+    ) -> None:
+        self.permit_names = permit_names(name, permits)
+        super().__init__(port, name, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
+        self.permits = permits
+        self._holders: dict[object, Acquisition] = {}
+
+    @property
+    def term(self) -> Term | None:
+        """The term of the permit the caller (this thread, or this task) holds here, or ``None``."""
+        held = self._held_by(self._caller())
+        return held.term if held is not None else None
+
+    @property
+    def terms(self) -> list[Term]:
+        """The terms of every permit held through this object, by any thread or task."""
+        with self._mutex:
+            return [held.term for held in self._holders.values() if held.term is not None]
+
+    def _holders_seen(self, port: Port) -> list[LeaseInfo]:
+        number = {name: index for index, name in enumerate(self.permit_names)}
+        seen = [info for info in port.leases(f"{self.name}:") if info.name in number]
+        return sorted(seen, key=lambda info: number[info.name])  # name:2 before name:10
+
+    def _request(self, port: Port, *, waits: bool, waiter: Waiter | None = None) -> Acquisition:
+        names = self.permit_names
+        start = port.runtime.random.randrange(len(names))
+        return PermitRequest(self, names[start:] + names[:start], waits=waits, waiter=waiter)
+
+    def _held_by(self, who: object) -> Acquisition | None:
+        if who is None:
+            return None
+        with self._mutex:
+            return self._holders.get(who)
+
+    def _keep(self, port: Port, who: object, request: Acquisition) -> None:
+        with self._mutex:
+            self._holders[request if who is None else who] = request
+        self._hold(port, request)
+
+    def _forget(self, who: object, term: Term | None) -> Acquisition:
+        with self._mutex:
+            if term is None:
+                key = who
+            else:
+                key = next((key for key, held in self._holders.items() if held.term is term), None)
+            held = self._holders.pop(key, None) if key is not None else None
+        if held is None:
+            whose = "by the caller" if term is None else f"with the term {term!r}"
+            raise LeaseNotHeld(f"semaphore {self.name!r} is not held {whose}")
+        return held
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} permits={self.permits} held here={len(self.terms)}>"
+
+
+class Semaphore(SemaphoreBase, ThreadAcquirer):
+    """At most ``permits`` holders of ``name`` at once, for threads (see the module docstring).
+
+    ``timeout``, ``max_hold`` and ``on_lost`` mean what they mean for a :class:`~.lock.Lock`,
+    for each holder's permit.
+    """
+
+    def release(self, term: Term | None = None) -> None:
+        """Give back the permit this thread holds, or the one ``term`` is of (from any thread).
+
+        Raises :class:`LeaseNotHeld` when there is none, and :class:`LeaseLost` (a subclass)
+        when the permit's term had already ended otherwise, as :meth:`Lock.release` does.
+        """
+        self._release(self._caller(), term)
+
+    def holders(self) -> list[LeaseInfo]:
+        """Who holds the permits now, as the backend sees it (one backend call), in permit order."""
+        return self._holders_seen(self.engine)
+
+
+class AsyncSemaphore(SemaphoreBase, LoopAcquirer):
+    """The same semaphore for coroutines: a waiting task holds no thread (``async with``)."""
+
+    async def release(self, term: Term | None = None) -> None:
+        """Give back the permit this task holds, or the one ``term`` is of; as :meth:`Semaphore.release`."""
+        await self._release(self._caller(), term)
+
+    async def holders(self) -> list[LeaseInfo]:
+        """Who holds the permits now (one backend call, on the engine's lane), in permit order."""
+        port = self.engine
+        return await on_lane(port, lambda: self._holders_seen(port))
