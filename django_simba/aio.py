@@ -42,6 +42,9 @@ logger = logging.getLogger("django_simba.aio")
 
 R = TypeVar("R")
 
+#: How long the callback thread waits for a coroutine callback before running the next callback.
+CALLBACK_WAIT = 30.0
+
 #: A callback may be a plain function (run on the engine's callback thread) or a coroutine function
 #: (run on the event loop that created the election or group).
 TermCallback = Callable[[Term], Any]
@@ -141,6 +144,10 @@ class _LoopNotifier:
             logger.warning("django-simba: the event loop is closed; callback %r not run", callback)
             return
         future.add_done_callback(_log_callback_error)
+        # Callbacks run one at a time, in the order of their events: the next one (on_revoked
+        # after on_elected, say) waits for this coroutine, within a bound.
+        with contextlib.suppress(Exception):  # its failure is logged by the done callback
+            future.result(CALLBACK_WAIT)
 
     def _call_soon(self, fn: Callable[[], Any]) -> None:
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
