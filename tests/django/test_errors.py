@@ -28,6 +28,8 @@ INTERNAL = {
     "django_simba.backends.redis.subscriber.SubscriberDown": "the pub/sub loop reconnects on it",
     # The test kit's own failure: an AssertionError, so pytest reports it as a failed test.
     "django_simba.testing.process.OtherProcessError": "a failed assertion of the test kit",
+    # The simulation's network: the simulated runtime turns it into a timeout at the caller.
+    "django_simba.testing.runtime.Unanswered": "caught by the simulated runtime, never raised to a caller",
 }
 
 
