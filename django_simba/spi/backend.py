@@ -1,10 +1,10 @@
-"""The backend interface (SPI, SPEC 3).
+"""The backend interface (SPI; docs/design.rst, "The backend interface").
 
 A backend subclasses :class:`LeaseBackend` and implements the ``_``-prefixed
 hooks. The public methods validate their arguments first, so a bad name is
 rejected before any I/O on every backend alike.
 
-Rules every implementation keeps (SPEC 2): sessions expire once not kept
+Rules every implementation keeps (design: Rules): sessions expire once not kept
 alive for their lease duration and are never revived; a lease belongs to a
 session only while it is live; tokens are > 0, strictly increase with every
 new term of a name and never reset; remaining times are durations on the
@@ -44,7 +44,7 @@ class LeaseBackend(ABC):
     """
 
     #: Pushes RELEASED / GROUP_CHANGED notifications to a subscribed listener.
-    #: A backend without it is polled with a backoff (SPEC 3).
+    #: A backend without it is polled with a backoff (design: The backend interface).
     notifies: ClassVar[bool] = False
     #: A watched name costs nothing until it is released (a pub/sub channel), while setting a
     #: watch takes a round trip: the engine keeps watching a contended name between its waits.

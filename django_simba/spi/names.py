@@ -1,4 +1,4 @@
-"""Validation of lease and group names and of session metadata (SPEC 2.5).
+"""Validation of lease and group names and of session metadata (design: Rules, names).
 
 Checked before any I/O, so a bad name never reaches a backend.
 """

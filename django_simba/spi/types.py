@@ -1,7 +1,7 @@
 """Reply types of the backend interface: small, frozen, and free of absolute times.
 
 Every ``remaining`` is a duration in seconds measured by the backend's clock
-(SPEC 2.4); the engine turns it into a local deadline itself.
+(design: Rules, durations); the engine turns it into a local deadline itself.
 """
 
 from __future__ import annotations

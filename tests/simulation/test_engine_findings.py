@@ -67,7 +67,7 @@ def test_a_queued_acquire_counts_its_term_from_when_it_was_sent(runtime, backend
     runtime.run_until_true(lambda: election.is_leader, RENEW)
     granted = backend.owner("alpha")  # same virtual instant as the grant: the reply took no time
     assert granted is not None
-    # SPEC 4: the deadline is sent_at + remaining * (1 - DRIFT), sent_at being when the request left
+    # design, Local deadline: sent_at + remaining * (1 - DRIFT), sent_at being when the request left
     assert election.term.remaining == pytest.approx(granted.remaining * (1 - DRIFT), abs=1e-6)
 
 

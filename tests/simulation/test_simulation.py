@@ -1,4 +1,4 @@
-"""The deterministic simulation (SPEC 8): seeds keep every invariant; the premises break them.
+"""The deterministic simulation (docs/proof.rst): seeds keep every invariant; the premises break them.
 
 ``SIMBA_SIM_SEEDS`` sets how many seeds the sweep runs (default 2000), ``SIMBA_SIM_JOBS``
 how many worker processes run them (default: 2, or 1 on a single core).

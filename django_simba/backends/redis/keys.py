@@ -3,7 +3,7 @@
 The braces are literal: they are Redis Cluster hash tags. A lease key hashes on the
 lease name, a group key on the group name, and the three keys of a session on its
 id, so a session's hash and its two indexes always share one slot. Names cannot
-contain braces (SPEC 2.5), so the tag is exactly the name.
+contain braces (design: Rules, names), so the tag is exactly the name.
 
 Channels are the keys themselves: a release publishes on its lease key, a group
 change on its group key, a hand-over on the session key of the session that got the name.

@@ -1,4 +1,4 @@
-"""A deterministic simulation of a cluster of engines over the model backend (SPEC 8).
+"""A deterministic simulation of a cluster of engines over the model backend (design: Proof; docs/proof.rst).
 
 Several processes, each a real :class:`~django_simba.engine.Engine` on its own
 drifting clock, share one virtual world clock, one event heap and the in-memory

@@ -16,7 +16,7 @@ class Premise(Enum):
     TOKEN_RESET = "token-reset"
     #: The backend's clock jumps forward by more than a lease: live sessions expire at once.
     CLOCK_STEP = "clock-step"
-    #: The backend restarts and forgets its live sessions (tokens kept): SPEC 2.1 broken.
+    #: The backend restarts and forgets its live sessions (tokens kept): breaks "design: Rules, sessions".
     SESSIONS_LOST = "sessions-lost"
     #: One process's clock runs slower than ``DRIFT`` allows.
     DRIFT_EXCEEDED = "drift-exceeded"
