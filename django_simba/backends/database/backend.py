@@ -12,9 +12,7 @@ is never read.
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import re
 import threading
 import uuid
@@ -22,11 +20,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DEFAULT_DB_ALIAS, router
 from django.db import Error as DjangoDatabaseError
 from django.db.utils import load_backend
 
-from ...routers import SimbaRouter
 from ...spi import (
     DEFAULT_TIMEOUT,
     BackendTimeout,
@@ -36,9 +32,6 @@ from ...spi import (
     LeaseBackend,
     LeaseInfo,
     Member,
-    Notification,
-    NotificationKind,
-    NotificationListener,
     OpenedSession,
     Released,
     Renewal,
@@ -48,7 +41,6 @@ from ...spi import (
 )
 from .dialects import Dialect, dialect_for
 from .dialects.base import Executor, Traffic
-from .dialects.postgresql import GROUP_PREFIX, RELEASED_PREFIX, group_channel, lease_channel
 from .options import parse_options
 from .pool import Link, LinkPool, PoolExhausted
 from .watchdog import Alarm, Watchdog
@@ -404,281 +396,6 @@ class MysqlBackend(DatabaseBackend):
     vendor = "mysql"
 
 
-class SqliteBackend(DatabaseBackend):
-    """SQLite (a file shared by the processes of one host): no notifications; the engine polls.
-
-    The process's own calls take turns on a lock: left to SQLite's busy handler,
-    which sleeps and retries in no order, a thread cycling a lock can starve the
-    keep-alive thread of the same process until its session expires.
-
-    SQLite lets one connection write at a time. While the caller's thread has a
-    transaction open on the database of the tables, a call waits only briefly
-    for the database's lock: if the transaction holds it (it wrote, or in the
-    rollback journal mode it read), the call would wait for the transaction,
-    which waits for the call. It fails instead, saying how to give the tables a
-    database of their own (``django_simba.routers``).
-    """
-
-    vendor = "sqlite"
-
-    def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
-        super().__init__(options, timeout=timeout)
-        from .dialects.sqlite import SqliteDialect
-
-        assert isinstance(self.dialect, SqliteDialect)
-        self.dialect.lock_wait = self.timeout
-        self._turn = threading.Lock()
-        self._sharing: tuple[Any, list[str]] = (None, [])  # (what it was worked out for, aliases)
-
-    def _run(self, operation: Callable[[Executor], T]) -> T:
-        inside = self._callers_transaction()
-        wait = self.timeout if inside is None else min(self.timeout, CALLERS_TRANSACTION_WAIT)
-        if not self._turn.acquire(timeout=wait):
-            if inside is not None:  # most likely held by a call that waits for the caller's transaction
-                raise _inside_transaction(inside)
-            raise BackendTimeout(
-                f"database {self.alias!r}: no turn for this process's SQLite call within {self.timeout:g} s"
-            )
-        try:
-            if inside is None:
-                return super()._run(operation)
-            return super()._run(functools.partial(_waiting_briefly, operation, wait, inside))
-        finally:
-            self._turn.release()
-
-    def _callers_transaction(self) -> str | None:
-        """The alias on the tables' file in which the calling thread has a transaction open, if any."""
-        from django.db import connections
-
-        for alias in self._aliases_sharing_the_file():
-            if _in_transaction(connections[alias]):
-                return alias
-        return None
-
-    def _aliases_sharing_the_file(self) -> list[str]:
-        """The aliases on the database of the tables, whose transactions would block the calls.
-
-        Worked out again only when an alias's database changes (a test database), since it
-        resolves paths. A dedicated alias (routed by the router, which keeps every other table
-        out of it) is left out: a transaction on it, as a test case opens around each test,
-        writes nothing there and holds no lock.
-        """
-        from django.db import connections
-
-        key = (
-            self._settings["NAME"],
-            tuple((alias, s.get("ENGINE"), s.get("NAME")) for alias, s in connections.settings.items()),
-            routed := any(isinstance(each, SimbaRouter) for each in router.routers),
-        )
-        if self._sharing[0] != key:
-            ours = sqlite_identity(self._settings["NAME"])
-            dedicated = self.alias if self.alias != DEFAULT_DB_ALIAS and routed else None
-            sharing = [
-                alias
-                for alias, settings in connections.settings.items()
-                if ours is not None  # a private in-memory database: nobody else's connection is on it
-                and alias != dedicated
-                and load_backend(settings["ENGINE"]).DatabaseWrapper.vendor == "sqlite"
-                and sqlite_identity(settings["NAME"]) == ours
-            ]
-            self._sharing = (key, sharing)
-        return self._sharing[1]
-
-    def after_fork(self) -> None:
-        super().after_fork()
-        self._turn = threading.Lock()  # another thread of the parent may have held it
-
-
-def sqlite_identity(name: Any) -> str | None:
-    """What makes two SQLite NAMEs the same database; None for a private in-memory one."""
-    text = str(name)
-    if not text or text == ":memory:":
-        return None
-    if text.startswith("file:"):
-        return text  # a URI, such as a shared in-memory test database
-    return os.path.realpath(text)
-
-
-#: Inside a transaction of the caller's on the tables' SQLite file, how long a call waits for the
-#: database's lock (or this process's turn) before concluding that the transaction holds it.
-CALLERS_TRANSACTION_WAIT = 0.25
-
-
-def _waiting_briefly(operation: Callable[[Executor], T], wait: float, alias: str, executor: Executor) -> T:
-    from .dialects.sqlite import SqliteExecutor, locked
-
-    assert isinstance(executor, SqliteExecutor)
-    saved, executor.lock_wait = executor.lock_wait, wait
-    try:
-        return operation(executor)
-    except Exception as error:
-        if locked(error):
-            raise _inside_transaction(alias) from error
-        raise
-    finally:
-        executor.lock_wait = saved
-
-
-def _inside_transaction(alias: str) -> ConfigurationError:
-    return ConfigurationError(
-        f"django-simba's tables are in the SQLite database of {alias!r}, in which this thread has a"
-        " transaction open that holds the database's lock: SQLite lets one connection write at a time,"
-        " so the lease would wait for your transaction and your transaction for the lease."
-        " Give the tables a SQLite file of their own: an alias in DATABASES,"
-        ' SIMBA = {"OPTIONS": {"alias": ...}}, DATABASE_ROUTERS = ["django_simba.routers.SimbaRouter"]'
-        " and `manage.py migrate --database <alias>` (see docs/testing.rst and README.rst),"
-        " or the memory backend in tests."
-    )
-
-
-def _in_transaction(connection: Any) -> bool:
-    raw = connection.connection
-    return bool(connection.in_atomic_block or (raw is not None and raw.in_transaction))
-
-
-class PolledPostgresqlBackend(DatabaseBackend):
-    """PostgreSQL through a pooler in transaction mode, with no direct connection to LISTEN on
-    (``listen``): LISTEN cannot work through the pooler, so the engine polls, as on MySQL.
-
-    Its releases send no NOTIFY either: PostgreSQL commits notifying transactions one at a
-    time, which would cap a fleet's releases at one per commit flush. A process of the same
-    fleet that does listen learns of them at its next retry instead.
-    """
-
-    vendor = "postgresql"
-
-
-class PostgresqlBackend(DatabaseBackend):
-    """PostgreSQL 14+: releases and group changes arrive through LISTEN/NOTIFY.
-
-    The listening connection goes to the alias, or to ``listen``'s settings merged over the
-    alias's (a direct connection, when the alias goes through PgBouncer).
-    """
-
-    vendor = "postgresql"
-    notifies = True
-
-    def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
-        super().__init__(options, timeout=timeout)
-        from .listener import PostgresListener
-
-        parsed = parse_options(self.options)
-        if parsed.transaction_pooling and parsed.listen is None:
-            raise ConfigurationError(
-                "LISTEN cannot work through a pooler in transaction mode: give the option 'listen' (a"
-                " direct connection), or build DatabaseBackend, which then polls"
-            )
-        listen = parsed.listen or {}
-
-        def listen_settings() -> dict[str, Any]:
-            # Read at every connect: the alias may point elsewhere now (a test database).
-            merged = {**self._settings, **listen}
-            merged["OPTIONS"] = {**self._settings["OPTIONS"], **listen.get("OPTIONS", {})}
-            return merged
-
-        self._subscribers: list[NotificationListener] = []
-        self._watched_leases: set[str] = set()
-        self._watched_groups: set[str] = set()
-        self._watch_lock = threading.Lock()
-        self._listener = PostgresListener(
-            # LISTEN and a ping are all it sends: nothing to prepare or set.
-            lambda: self._open_link(listen_settings(), _autocommit),
-            self._on_payload,
-            lambda: self._publish(Notification(NotificationKind.RESYNC)),
-            timeout=self.timeout,
-            watchdog=self._watchdog,
-        )
-
-    def subscribe(self, listener: NotificationListener) -> None:
-        with self._watch_lock:
-            self._subscribers.append(listener)
-        self._listener.start()
-
-    def watch_lease(self, name: str) -> None:
-        self._watch(self._watched_leases, name, lease_channel(name), add=True)
-
-    def unwatch_lease(self, name: str) -> None:
-        self._watch(self._watched_leases, name, lease_channel(name), add=False)
-
-    def watch_group(self, group: str) -> None:
-        self._watch(self._watched_groups, group, group_channel(group), add=True)
-
-    def unwatch_group(self, group: str) -> None:
-        self._watch(self._watched_groups, group, group_channel(group), add=False)
-
-    def _watch(self, watched: set[str], name: str, channel: str, *, add: bool) -> None:
-        """Change what is watched; a new watch returns once its channel is listened on."""
-        with self._watch_lock:
-            if add == (name in watched):
-                return
-            if add:
-                watched.add(name)
-            else:
-                watched.discard(name)
-            ticket = self._listener.want(channel, add)
-        if add:
-            # A release right after this returns must be heard: it is the caller's cue to look again.
-            self._listener.wait_applied(ticket)
-
-    @property
-    def notifying(self) -> bool:
-        return self._listener.live
-
-    def _on_payload(self, payload: str) -> None:
-        with self._watch_lock:
-            if payload.startswith(RELEASED_PREFIX):
-                name, watched, kind = (
-                    payload[len(RELEASED_PREFIX) :],
-                    self._watched_leases,
-                    NotificationKind.RELEASED,
-                )
-            elif payload.startswith(GROUP_PREFIX):
-                name, watched, kind = (
-                    payload[len(GROUP_PREFIX) :],
-                    self._watched_groups,
-                    NotificationKind.GROUP_CHANGED,
-                )
-            else:
-                return
-            if name not in watched:
-                return
-        self._publish(Notification(kind, name))
-
-    def _publish(self, event: Notification) -> None:
-        with self._watch_lock:
-            subscribers = list(self._subscribers)
-        for subscriber in subscribers:
-            try:
-                subscriber(event)
-            except Exception:  # one listener's bug must not silence the others
-                logger.exception("notification listener %r failed on %s", subscriber, event)
-
-    def _settings_changed(self) -> None:
-        # LISTEN where the releases are now sent; the reconnection makes the engine look again.
-        with self._watch_lock:
-            listening = bool(self._subscribers)
-        if listening:
-            self._listener.stop()
-            self._listener.start()
-
-    def close(self) -> None:
-        """Stop listening too: until ``subscribe`` is called again, the engine polls."""
-        self._listener.stop()
-        with self._watch_lock:
-            self._subscribers.clear()
-            self._watched_leases.clear()
-            self._watched_groups.clear()
-            self._listener.forget_channels()
-        super().close()
-
-    def after_fork(self) -> None:
-        super().after_fork()
-        self._watch_lock = threading.Lock()
-        self._listener.after_fork()
-        if self._subscribers:
-            self._listener.start()
-
-
 class _DeadConnection(Exception):
     """The connection was lost; the call may be retried once on a new one."""
 
@@ -709,3 +426,20 @@ def _cause(error: BaseException) -> BaseException:
     if isinstance(error, DjangoDatabaseError) and error.__cause__ is not None:
         return error.__cause__
     return error
+
+
+# The vendors with more than a name live in modules of their own; imported here (after
+# DatabaseBackend exists) so that ``__new__`` finds them and the documented dotted paths
+# ``django_simba.backends.database.backend.SqliteBackend`` etc. keep working.
+from .postgresql import PolledPostgresqlBackend, PostgresqlBackend  # noqa: E402
+from .sqlite import CALLERS_TRANSACTION_WAIT, SqliteBackend, sqlite_identity  # noqa: E402
+
+__all__ = [
+    "CALLERS_TRANSACTION_WAIT",
+    "DatabaseBackend",
+    "MysqlBackend",
+    "PolledPostgresqlBackend",
+    "PostgresqlBackend",
+    "SqliteBackend",
+    "sqlite_identity",
+]

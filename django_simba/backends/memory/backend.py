@@ -1,7 +1,7 @@
 """An exact, thread-safe, in-process implementation of the backend interface.
 
 For the engine's unit tests and the deterministic simulation: it keeps every
-rule of SPEC 2 with an injectable clock, and lets tests inject what no client
+rule of the design (Rules) with an injectable clock, and lets tests inject what no client
 can prevent (a restart that loses data, a step of the backend's clock, a
 session record evicted early). It is not a coordination backend across processes.
 
@@ -13,6 +13,9 @@ It models the three ways the real backends end a term:
   the name's line, with the next token, and tells that session alone (Redis single node);
 * :class:`LineMemoryBackend` hands the name over at every end of a term, expiry and
   close included, and expires sessions on its own (ZooKeeper's line of nodes).
+
+It is a little over 500 lines because it is one exact model: the three hand-over modes share
+the session, lease and token state and every rule, and split apart they would each restate them.
 """
 
 from __future__ import annotations

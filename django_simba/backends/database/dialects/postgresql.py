@@ -15,6 +15,10 @@ name (``EXECUTE``), so their CTEs are not parsed and planned again each time.
 An acquire first tries the cases one statement can decide on its snapshot
 (``TAKE_FREE``): a released row, a new name, a live holder. Only a holder that
 looks dead, or the caller itself, needs the locked batch.
+
+The module is longer than most (about 600 lines): half of it is the SQL text, kept beside
+the methods that run each statement and judge its rows, so that a reader checks one against
+the other without switching files.
 """
 
 from __future__ import annotations
