@@ -10,8 +10,7 @@ functions load the Django layer on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .errors import (
     BackendTimeout,
@@ -32,6 +31,7 @@ from .errors import (
     TermEnded,
     WrongLease,
 )
+from .lazy import lazy_exports
 
 __version__ = "0.1.0.dev0"
 
@@ -64,13 +64,7 @@ if TYPE_CHECKING:
     from .registry import get_engine
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'django_simba' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [

@@ -19,10 +19,10 @@ code must run once the apps are loaded.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import StaleToken, TermEnded, WrongLease
+from ..lazy import lazy_exports
 from .managers import FencedManager, FencedQuerySet
 from .section import fenced, section_term
 from .tokens import Fence, Fenceable
@@ -39,13 +39,7 @@ _MODEL_CODE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODEL_CODE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'django_simba.fencing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _MODEL_CODE)
 
 
 __all__ = [
