@@ -8,9 +8,7 @@ tests that restart, pause or reconfigure a server use one of these.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -21,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis
+
+from .processes import ServerProcess
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
@@ -91,7 +91,7 @@ class TlsFiles:
         return cls(ca, cert, key)
 
 
-class RedisProcess:
+class RedisProcess(ServerProcess):
     """One ``redis-server`` process on a free loopback port, in its own directory, stopped by PID."""
 
     def __init__(
@@ -113,11 +113,6 @@ class RedisProcess:
     @property
     def url(self) -> str:
         return f"{'rediss' if self.tls else 'redis'}://{HOST}:{self.port}/0"
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None, "server not started"
-        return self.process.pid
 
     def command_line(self) -> list[str]:
         ports = ["--port", str(self.port)]
@@ -178,32 +173,6 @@ class RedisProcess:
             kwargs = {"ssl": True, "ssl_ca_certs": str(self.tls.ca), **kwargs}
         return redis.Redis(host=HOST, port=self.port, socket_timeout=5, **kwargs)  # type: ignore[arg-type]
 
-    def pause(self) -> None:
-        """SIGSTOP: the server keeps its sockets but answers nothing."""
-        os.kill(self.pid, signal.SIGSTOP)
-        self.paused = True
-
-    def resume(self) -> None:
-        os.kill(self.pid, signal.SIGCONT)
-        self.paused = False
-
-    def stop(self) -> None:
-        """Terminate by PID (resuming a paused server first), killing it if it does not exit."""
-        process, self.process = self.process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            if self.paused:
-                os.kill(process.pid, signal.SIGCONT)
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
-        if process.stderr is not None:
-            process.stderr.close()
-        self.paused = False
 
     def restart(self) -> None:
         """Stop and start again on the same port: without persistence every key is gone."""

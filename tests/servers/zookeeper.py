@@ -16,13 +16,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+from .processes import ServerProcess
 
 HOST = "127.0.0.1"
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -92,7 +93,7 @@ def monitor(port: int) -> dict[str, str]:
     return found
 
 
-class ZookeeperNode:
+class ZookeeperNode(ServerProcess):
     """One ZooKeeper server process: standalone, or a member of an ensemble."""
 
     def __init__(
@@ -116,11 +117,6 @@ class ZookeeperNode:
     @property
     def hosts(self) -> str:
         return f"{HOST}:{self.client_port}"
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None, "server not started"
-        return self.process.pid
 
     @property
     def config_path(self) -> Path:
@@ -211,38 +207,7 @@ class ZookeeperNode:
     def log_tail(self, size: int = 3000) -> str:
         return self.log_path.read_text(errors="replace")[-size:] if self.log_path.exists() else ""
 
-    def pause(self) -> None:
-        """SIGSTOP: the server keeps its sockets but answers nothing."""
-        os.kill(self.pid, signal.SIGSTOP)
-        self.paused = True
 
-    def resume(self) -> None:
-        os.kill(self.pid, signal.SIGCONT)
-        self.paused = False
-
-    def stop(self) -> None:
-        """Terminate by PID (resuming a paused server first), killing it if it does not exit."""
-        process, self.process = self.process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            if self.paused:
-                os.kill(process.pid, signal.SIGCONT)
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
-        self.paused = False
-
-    def kill(self) -> None:
-        """SIGKILL by PID: a crash, with no chance to close anything."""
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait(10)
-        self.paused = False
 
     def restart(self, *, crash: bool = False) -> None:
         """Stop (or kill) and start again on the same ports, with the same data directory."""
