@@ -1,12 +1,11 @@
 """The deterministic simulation (docs/proof.rst): seeds keep every invariant; the premises break them.
 
 ``SIMBA_SIM_SEEDS`` sets how many seeds the sweep runs (default 2000), ``SIMBA_SIM_JOBS``
-how many worker processes run them (default: 2, or 1 on a single core).
+how many worker processes run them (default 1: the sweep runs beside the rest of the suite,
+started by ``conftest.py`` once the tests are collected).
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
@@ -33,8 +32,8 @@ from django_simba.testing.simulation.network import (
     SLOW_REPLY,
 )
 
-SEEDS = int(os.environ.get("SIMBA_SIM_SEEDS", "2000"))
-JOBS = int(os.environ.get("SIMBA_SIM_JOBS", str(min(2, os.cpu_count() or 1))))
+from .sweep import JOBS, SEEDS
+
 PREMISE_SEEDS = 60
 
 #: First violations whose cause is known and accepted. Empty: the issues the simulation found
@@ -59,11 +58,6 @@ EVERY_FAULT = ("acquire", "release", "keep_alive")
 
 def explain(summary: Summary, config: SimulationConfig) -> str:
     return "\n\n".join([format_summary(summary, config, jobs=JOBS), *summary.reports])
-
-
-@pytest.fixture(scope="module")
-def sweep() -> Summary:
-    return run_seeds(range(SEEDS), SimulationConfig(seed=0), jobs=JOBS)
 
 
 @pytest.mark.slow

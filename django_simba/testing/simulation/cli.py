@@ -7,6 +7,7 @@ Exit status: 0 when no invariant was violated, 1 when one was (expected under a
 from __future__ import annotations
 
 import argparse
+import pickle
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -29,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--first", type=int, default=0, help="the first seed of the batch (default 0)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes for a batch (default 1)")
     parser.add_argument("--trace", action="store_true", help="print the trace of the run (with --seed)")
+    parser.add_argument(
+        "--save-summary", metavar="PATH",
+        help="also write the batch's summary to PATH (a pickle, read back by the test suite)",
+    )
     parser.add_argument("--trace-size", type=int, default=defaults.trace_size, help="events kept in a trace")
     parser.add_argument(
         "--premise", action="append", default=[], choices=[p.value for p in Premise],
@@ -74,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _one(template, show_trace=args.trace)
     summary = run_seeds(range(args.first, args.first + args.seeds), template, jobs=args.jobs)
     print(format_summary(summary, template, jobs=args.jobs))
+    if args.save_summary:
+        with open(args.save_summary, "wb") as file:
+            pickle.dump(summary, file)
     return 0 if summary.ok else 1
 
 
