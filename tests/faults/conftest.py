@@ -184,34 +184,20 @@ def own_redis() -> Iterator[Any]:
         yield server
 
 
-@contextlib.contextmanager
-def _zookeeper(start: Callable[[], contextlib.AbstractContextManager[Any]], what: str) -> Iterator[Any]:
-    from tests.servers.zookeeper import ensure_installed
-
-    reason = ensure_installed()
-    if reason:
-        server_missing(reason)
-    with contextlib.ExitStack() as stack:
-        try:
-            server = stack.enter_context(start())
-        except RuntimeError as error:
-            server_missing(f"{what} ({error})")
-        yield server
-
-
 @pytest.fixture(scope="module")
 def zookeeper_server() -> Iterator[Any]:
-    from tests.servers.zookeeper import zookeeper_standalone
+    from tests.servers.zookeeper import serving, zookeeper_standalone
 
-    with _zookeeper(zookeeper_standalone, "a standalone ZooKeeper") as server:
+    with serving(zookeeper_standalone, "a standalone ZooKeeper") as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def zookeeper_ensemble() -> Iterator[Any]:
+    from tests.servers.zookeeper import serving
     from tests.servers.zookeeper import zookeeper_ensemble as start
 
-    with _zookeeper(start, "a 3-node ZooKeeper ensemble") as ensemble:
+    with serving(start, "a 3-node ZooKeeper ensemble") as ensemble:
         yield ensemble
 
 

@@ -20,8 +20,9 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from .processes import ServerProcess
 
@@ -338,3 +339,19 @@ def zookeeper_ensemble(size: int = 3) -> Iterator[ZookeeperEnsemble]:
             yield ensemble
         finally:
             ensemble.stop()
+
+
+@contextlib.contextmanager
+def serving(start: Callable[[], contextlib.AbstractContextManager[Any]], what: str) -> Iterator[Any]:
+    """For a fixture: the server ``start`` gives, or the run told that ``what`` is missing."""
+    from tests.conftest import server_missing
+
+    reason = ensure_installed()
+    if reason:
+        server_missing(reason)
+    with contextlib.ExitStack() as stack:
+        try:
+            server = stack.enter_context(start())
+        except RuntimeError as error:
+            server_missing(f"{what} ({error})")
+        yield server

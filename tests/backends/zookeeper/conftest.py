@@ -7,7 +7,6 @@ PID at the end. Without ZooKeeper the tests are skipped locally and fail under
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,11 +15,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from django_simba.backends.zookeeper import ZookeeperBackend, line
-from tests.conftest import server_missing
 from tests.servers.zookeeper import (
     ZookeeperEnsemble,
     ZookeeperNode,
-    ensure_installed,
+    serving,
     zookeeper_ensemble,
     zookeeper_standalone,
 )
@@ -31,28 +29,15 @@ BACKEND_PATH = "django_simba.backends.zookeeper.ZookeeperBackend"
 BackendFactory = Callable[..., ZookeeperBackend]
 
 
-@contextlib.contextmanager
-def _started(start: Callable[[], contextlib.AbstractContextManager[Any]], what: str) -> Iterator[Any]:
-    reason = ensure_installed()
-    if reason:
-        server_missing(reason)
-    with contextlib.ExitStack() as stack:
-        try:
-            server = stack.enter_context(start())
-        except RuntimeError as error:
-            server_missing(f"{what} ({error})")
-        yield server
-
-
 @pytest.fixture(scope="session")
 def zookeeper_server() -> Iterator[ZookeeperNode]:
-    with _started(zookeeper_standalone, "a standalone ZooKeeper") as server:
+    with serving(zookeeper_standalone, "a standalone ZooKeeper") as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def zookeeper_cluster() -> Iterator[ZookeeperEnsemble]:
-    with _started(zookeeper_ensemble, "a 3-node ZooKeeper ensemble") as ensemble:
+    with serving(zookeeper_ensemble, "a 3-node ZooKeeper ensemble") as ensemble:
         yield ensemble
 
 
