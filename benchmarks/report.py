@@ -436,7 +436,9 @@ def render(results: dict[str, list[Outcome]], meta: dict[str, Any]) -> str:
             "async",
             "N coroutines on alock() beside N threads on lock(), one process, one name (a run stops "
             f"after max({settings.get('async_per_waiter')} x N, {settings.get('async_min_acquisitions')}) "
-            f"acquisitions in all, or after {settings.get('async_budget')} s: '(budget)')",
+            f"acquisitions in all, or after {settings.get('async_budget')} s: '(budget)'; median of "
+            f"{settings.get('contention_rounds')} rounds; with N = 1 a hand-off is the contender's own "
+            "release -> next acquisition)",
             async_table,
         ),
     ]

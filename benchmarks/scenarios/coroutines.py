@@ -15,6 +15,9 @@ process's threads while the contenders wait (the peak of ``/proc/self/status``
 ``Threads`` and of ``threading.active_count()``, sampled every 10 ms, and the
 count before the contenders started); least / most acquisitions of a waiter;
 overlaps (an acquisition while another contender believes it holds: must be 0).
+Each row is run ``contention_rounds`` times (the modes' order alternating), each
+time in a fresh process: the table shows the median timings, the most threads,
+and the least fair round.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..peers.base import Env
-from ..stats import percentile
+from ..stats import median, percentile, rotated
 from ..targets import SIMBA, Target
 from ..workers import JobFailed, WorkerPool
 from .common import Outcome, Profile, short_error, unique
@@ -211,43 +214,80 @@ def contend(
         engine.close()
 
 
+def _row(worker: Any, target: Target, env: Env, profile: Profile, mode: str, count: int) -> dict[str, Any]:
+    quota = _quota(count, profile.async_per_waiter, profile.async_min_acquisitions)
+    row: dict[str, Any] = worker.run(
+        "benchmarks.scenarios.coroutines:contend",
+        timeout=profile.async_budget + 180,
+        family=target.family,
+        env=env,
+        mode=mode,
+        count=count,
+        quota=quota,
+        budget=profile.async_budget,
+        ttl=profile.ttl,
+    )
+    return row
+
+
+def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row of the table from the rounds of one (mode, N): medians of the timings, the worst of
+    the rest (the most threads, the least fair round, every overlap)."""
+    first = rounds[0]
+    return {
+        "mode": first["mode"],
+        "n": first["n"],
+        "quota": first["quota"],
+        "acquisitions": int(median([r["acquisitions"] for r in rounds])),
+        "cut_by_budget": any(r["cut_by_budget"] for r in rounds),
+        "total_s": median([r["total_s"] for r in rounds]),
+        "handoff_p50_us": median([r["handoff_p50_us"] for r in rounds]),
+        "handoff_p99_us": median([r["handoff_p99_us"] for r in rounds]),
+        "threads_before": max(r["threads_before"] for r in rounds),
+        "threads_peak": max(r["threads_peak"] for r in rounds),
+        "python_threads_peak": max(r["python_threads_peak"] for r in rounds),
+        **min(
+            ({k: r[k] for k in ("least", "most", "fairness")} for r in rounds), key=lambda f: f["fairness"]
+        ),
+        "overlaps": sum(r["overlaps"] for r in rounds),
+        "rounds": rounds,
+    }
+
+
 def run(
     targets: list[Target], env: Env, profile: Profile, pool: WorkerPool, log: Callable[[str], None]
 ) -> list[Outcome]:
     targets = [target for target in targets if target.role == SIMBA]
     outcomes = []
     for target in targets:
-        rows: list[dict[str, Any]] = []
+        measured: dict[tuple[str, int], list[dict[str, Any]]] = {}
         failures: list[str] = []
-        for count in profile.async_counts:
-            quota = _quota(count, profile.async_per_waiter, profile.async_min_acquisitions)
-            for mode in MODES:
-                # A fresh process per row: the thread count of one row owes nothing to the last.
-                (worker,) = pool.fresh(1)
-                try:
-                    row = worker.run(
-                        "benchmarks.scenarios.coroutines:contend",
-                        timeout=profile.async_budget + 180,
-                        family=target.family,
-                        env=env,
-                        mode=mode,
-                        count=count,
-                        quota=quota,
-                        budget=profile.async_budget,
-                        ttl=profile.ttl,
-                    )
-                    rows.append(row)
-                    log(
-                        f"  async {target.family} {mode} N={count}: {row['acquisitions']} acq in "
-                        f"{row['total_s']:.2f} s, hand-off p50 {row['handoff_p50_us']:.0f} µs, "
-                        f"threads {row['threads_before']} -> {row['threads_peak']}"
-                    )
-                except (JobFailed, TimeoutError) as error:
-                    failures.append(f"{mode} N={count}: {error}")
-                    log(f"  async {target.family} {mode} N={count}: FAILED {short_error(error)}")
-                finally:
-                    with contextlib.suppress(Exception):
-                        worker.stop()
+        for turn in range(profile.contention_rounds):
+            for count in profile.async_counts:
+                for mode in rotated(MODES, turn + count):
+                    assert isinstance(mode, str)
+                    # A fresh process per row: the thread count of one row owes nothing to the last.
+                    (worker,) = pool.fresh(1)
+                    try:
+                        row = _row(worker, target, env, profile, mode, count)
+                        measured.setdefault((mode, count), []).append(row)
+                        log(
+                            f"  async {target.family} {mode} N={count}: {row['acquisitions']} acq in "
+                            f"{row['total_s']:.2f} s, hand-off p50 {row['handoff_p50_us']:.0f} µs, "
+                            f"threads {row['threads_before']} -> {row['threads_peak']}"
+                        )
+                    except (JobFailed, TimeoutError) as error:
+                        failures.append(f"{mode} N={count}: {error}")
+                        log(f"  async {target.family} {mode} N={count}: FAILED {short_error(error)}")
+                    finally:
+                        with contextlib.suppress(Exception):
+                            worker.stop()
+        rows = [
+            combine(measured[(mode, count)])
+            for count in profile.async_counts
+            for mode in MODES
+            if (mode, count) in measured
+        ]
         outcomes.append(
             Outcome(
                 target.key,
