@@ -11,6 +11,10 @@ Targets (never timed assertions in tests, only columns here):
   where it polls (MySQL, SQLite); after SIGKILL within lease + renew/2 + jitter;
 * contention: hand-offs/s at least those of the fairest peer on the backend, no
   process starved (each gets at least 10 % of a fair share), no overlap.
+* async (N coroutines of one process on ``alock``, beside N threads on ``lock()``):
+  the process's thread count the same whatever N (within ``THREADS_SLACK``), the
+  coroutines' hand-off p50 within 1.5x of the threads' at the same N, no waiter
+  starved (least / most acquisitions at least 0.5), no overlap.
 """
 
 from __future__ import annotations
@@ -26,6 +30,12 @@ FLOOR_FACTOR = 1.5
 NOTIFYING = ("memory", "redis", "zookeeper", "postgresql")
 CLEAN_NOTIFIED_MS = 50.0
 STARVED_SHARE = 0.10
+#: async: coroutines' hand-off p50 at most this times the threads'; least / most at least this.
+ASYNC_HANDOFF_FACTOR = 1.5
+ASYNC_FAIRNESS = 0.5
+#: async: how far the peak thread count of coroutine rows may spread across N (a helper thread
+#: of the engine, say, started by one row and not another).
+THREADS_SLACK = 2
 
 _BY_KEY = {target.key: target for target in TARGETS}
 
@@ -319,8 +329,99 @@ def memory_table(outcomes: list[Outcome]) -> str:
     return table(["backend", "target", "leases held", "RSS delta MiB", "bytes/lease", "acquire all s"], rows)
 
 
+# -- async -------------------------------------------------------------------------------
+
+
+def _async_rows(outcome: Outcome, mode: str) -> dict[int, dict[str, Any]]:
+    return {row["n"]: row for row in outcome.values.get("rows", []) if row["mode"] == mode}
+
+
+def async_checks(outcomes: list[Outcome]) -> dict[str, dict[str, Any]]:
+    checks: dict[str, dict[str, Any]] = {}
+    for outcome in outcomes:
+        if outcome.error:
+            continue
+        coroutines, threads = _async_rows(outcome, "async"), _async_rows(outcome, "threads")
+        peaks = [row["threads_peak"] for row in coroutines.values()]
+        found: dict[str, Any] = {
+            "threads": {"ok": bool(peaks) and max(peaks) - min(peaks) <= THREADS_SLACK, "peaks": peaks},
+            "exclusive": {"ok": all(r["overlaps"] == 0 for r in [*coroutines.values(), *threads.values()])},
+        }
+        for n, row in coroutines.items():
+            theirs = threads.get(n)
+            handoff: dict[str, Any] | None = None
+            if theirs is not None and not math.isnan(theirs["handoff_p50_us"]):
+                ratio = row["handoff_p50_us"] / theirs["handoff_p50_us"]
+                handoff = {"ok": ratio <= ASYNC_HANDOFF_FACTOR, "ratio": ratio}
+            found[f"n={n}"] = {
+                "handoff": handoff,
+                "starvation": {"ok": row["fairness"] >= ASYNC_FAIRNESS, "fairness": row["fairness"]},
+            }
+        checks[outcome.target] = found
+    return checks
+
+
+def async_table(outcomes: list[Outcome]) -> str:
+    checks = async_checks(outcomes)
+    rows = []
+    for outcome in outcomes:
+        target = target_of(outcome)
+        if outcome.error:
+            rows.append([target.family, "error", *[""] * 10])
+            continue
+        check = checks[outcome.target]
+        counts = sorted({row["n"] for row in outcome.values["rows"]})
+        for n in counts:
+            for mode in ("async", "threads"):
+                row = _async_rows(outcome, mode).get(n)
+                if row is None:
+                    rows.append([target.family, mode, f"{n:,}", "failed", *[""] * 8])
+                    continue
+                cut = " (budget)" if row["cut_by_budget"] else ""
+                cells = [
+                    target.family,
+                    "alock" if mode == "async" else "lock() threads",
+                    f"{n:,}",
+                    f"{row['acquisitions']:,}{cut}",
+                    f"{row['total_s']:.2f}",
+                    f"{_num(row['handoff_p50_us'])} / {_num(row['handoff_p99_us'])}",
+                    f"{row['threads_before']} -> {row['threads_peak']}",
+                    f"{row['least']} / {row['most']} = {row['fairness']:.2f}",
+                    str(row["overlaps"]),
+                ]
+                if mode == "async":
+                    per_n = check[f"n={n}"]
+                    handoff = per_n["handoff"]
+                    cells += [
+                        f"{verdict(handoff['ok'])} {handoff['ratio']:.2f}x" if handoff else "",
+                        verdict(per_n["starvation"]["ok"]),
+                        verdict(check["threads"]["ok"]) if n == counts[0] else "",
+                    ]
+                else:
+                    cells += ["", "", ""]
+                rows.append(cells)
+    return table(
+        [
+            "backend",
+            "contenders",
+            "N",
+            "acquisitions",
+            "total s",
+            "hand-off p50 / p99 µs",
+            "threads before -> waiting",
+            "least / most",
+            "overlaps",
+            "≤1.5x threads' p50",
+            "none starved",
+            "threads same for every N",
+        ],
+        rows,
+    )
+
+
 def render(results: dict[str, list[Outcome]], meta: dict[str, Any]) -> str:
     parts = [f"django-simba benchmarks ({meta['profile']}): {meta['command']}", ""]
+    settings = meta.get("settings", {})
     sections = [
         (
             "uncontended",
@@ -331,6 +432,15 @@ def render(results: dict[str, list[Outcome]], meta: dict[str, Any]) -> str:
         ("keepalive", "Keep-alive of one session holding N leases (median time / client requests)", None),
         ("takeover", "Take-over by a waiting candidate (lease = ttl, renew = ttl/3)", takeover_table),
         ("memory", "Memory of one process holding many leases", memory_table),
+        (
+            "async",
+            "N coroutines on alock() beside N threads on lock(), one process, one name (a run stops "
+            f"after max({settings.get('async_per_waiter')} x N, {settings.get('async_min_acquisitions')}) "
+            f"acquisitions in all, or after {settings.get('async_budget')} s: '(budget)'; median of "
+            f"{settings.get('contention_rounds')} rounds; with N = 1 a hand-off is the contender's own "
+            "release -> next acquisition)",
+            async_table,
+        ),
     ]
     for key, title, render_table in sections:
         if key not in results:
@@ -363,4 +473,5 @@ def all_checks(results: dict[str, list[Outcome]]) -> dict[str, Any]:
         "contended": contended_checks(results.get("contended", [])),
         "keepalive": keepalive_checks(results.get("keepalive", [])),
         "takeover": takeover_checks(results.get("takeover", [])),
+        "async": async_checks(results.get("async", [])),
     }

@@ -1,7 +1,7 @@
 """The benchmark's single entry point.
 
     python -m benchmarks.run [--quick | --smoke] [--only redis,postgresql,...]
-                             [--scenarios uncontended,contended,keepalive,takeover,memory]
+                             [--scenarios uncontended,contended,keepalive,takeover,memory,async]
                              [--json out.json]
 
 Prints one table per scenario, with the targets of issue 8 as PASS / FAIL
@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Any
 
-from .scenarios import contended, keepalive, memory, takeover, uncontended
+from .scenarios import contended, coroutines, keepalive, memory, takeover, uncontended
 from .scenarios.common import PROFILES, Outcome
 from .targets import FAMILIES, select
 from .workers import WorkerPool, setup_django
@@ -35,6 +35,7 @@ SCENARIOS: dict[str, Any] = {
     "keepalive": keepalive,
     "takeover": takeover,
     "memory": memory,
+    "async": coroutines,
 }
 
 PACKAGES = (

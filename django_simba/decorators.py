@@ -16,8 +16,8 @@ mode a call taken by a worker that is not the leader is skipped, so it runs
 nowhere. A leader-mode call inside a Celery task or an RQ job logs a warning
 saying so, once per process.
 
-Works on plain functions, coroutine functions (the lock is taken and given
-back in a worker thread, the call is awaited under it), Celery / RQ task
+Works on plain functions, coroutine functions (in lock mode a waiting call
+holds no thread, as an ``alock`` waiter; the call is awaited under the term), Celery / RQ task
 functions (put it under ``@app.task``), Django tasks (see
 :mod:`django_simba.task_framework`) and a management command's ``handle``.
 A skipped call returns a :class:`Skipped` value and logs why; the term is
@@ -26,6 +26,7 @@ available to the function as ``current_term()`` for fencing.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -213,7 +214,7 @@ class _Runner:
             entered.leave()
 
     async def run_async(self, call: Callable[[], Awaitable[R]]) -> R | Skipped:
-        """For coroutine functions: entering and leaving block, so they run in a worker thread."""
+        """For coroutine functions: entering and leaving block (briefly), so they run in a worker thread."""
         from asgiref.sync import sync_to_async
 
         entered = await sync_to_async(self.enter, thread_sensitive=False)()
@@ -263,6 +264,40 @@ class _LockRunner(_Runner):
                 logger.warning("django-simba: %s: %s", name, lost)
 
         return _Entered(term, leave)
+
+    async def run_async(self, call: Callable[[], Awaitable[R]]) -> R | Skipped:
+        """Wait as an ``alock`` waiter does, on the loop: a blocking wait in a worker thread would hold
+        one of the loop's few executor threads per waiting call, and the holder's release, queued
+        behind them, would wait until they timed out."""
+        from .engine import AsyncLock, AsyncSemaphore
+        from .registry import get_engine
+
+        engine = get_engine()
+        permits = self.permits
+        guard: AsyncLock | AsyncSemaphore = (
+            engine.alock(self.name, max_hold=self.max_hold)
+            if permits is None
+            else AsyncSemaphore(engine, self.name, permits, max_hold=self.max_hold)
+        )
+        try:
+            term = await guard.acquire(self.timeout)
+        except LockTimeout:
+            if permits is None:
+                holder = await asyncio.to_thread(engine.owner, self.name)
+                skipped = Skipped(self.name, "another instance holds the lock", holder)
+            else:
+                skipped = Skipped(self.name, f"all {permits} permits are held")
+            logger.info("%s", skipped)
+            return skipped
+        reset = _current_term.set(term)
+        try:
+            return await call()
+        finally:
+            _current_term.reset(reset)
+            try:
+                await (guard.release() if isinstance(guard, AsyncLock) else guard.release(term))
+            except LeaseLost as lost:  # as in leave(): the call is over, keep its result
+                logger.warning("django-simba: %s: %s", self.name, lost)
 
 
 class _LeaderRunner(_Runner):

@@ -36,7 +36,10 @@ def test_every_scenario_has_its_rows(report: tuple[dict, str]) -> None:
     for scenario in ("contended", "keepalive", "takeover", "memory"):
         assert [o["target"] for o in data[scenario]] == ["memory/django-simba"], scenario
         assert "error" not in data[scenario][0], data[scenario][0].get("error")
-    for title in ("Uncontended", "contending one name", "Keep-alive", "Take-over", "Memory"):
+    rows = data["async"][0]["rows"]
+    assert [(r["mode"], r["n"]) for r in rows] == [(m, n) for n in (1, 20) for m in ("async", "threads")]
+    titles = ("Uncontended", "contending one name", "Keep-alive", "Take-over", "Memory", "on alock")
+    for title in titles:
         assert title in table
     assert "| memory  | django-simba SPI |" in table
 
@@ -53,6 +56,9 @@ def test_measurements_are_plausible(report: tuple[dict, str]) -> None:
     assert [s["leases"] for s in steps] == data["meta"]["keepalive_counts"]
     assert data["takeover"][0]["clean_ms"], "no clean take-over was timed"
     assert data["memory"][0]["held"] == data["meta"]["settings"]["memory_leases"]
+    rows = data["async"][0]["rows"]
+    assert all(r["overlaps"] == 0 and r["acquisitions"] >= r["quota"] for r in rows)
+    assert data["checks"]["async"]["memory/django-simba"]["threads"]["ok"] is True
 
 
 def test_checks_are_reported(report: tuple[dict, str]) -> None:

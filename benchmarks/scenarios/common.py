@@ -25,6 +25,12 @@ class Profile:
     kill_trials: int = 3
     takeover_ttl: float = 3.0
     memory_leases: int = 10000
+    #: The async scenario: contenders per row, acquisitions per waiter (at least the minimum in
+    #: all), and a time budget per row that cuts a slow backend short (the table says so).
+    async_counts: tuple[int, ...] = (1, 20, 200, 2000)
+    async_per_waiter: int = 3
+    async_min_acquisitions: int = 200
+    async_budget: float = 30.0
     ttl: float = 15.0
 
 
@@ -45,6 +51,9 @@ PROFILES = {
         kill_trials=1,
         takeover_ttl=2.0,
         memory_leases=10000,
+        async_per_waiter=2,
+        async_min_acquisitions=100,
+        async_budget=10.0,
     ),
     # For the test suite: every scenario runs, each as briefly as it can still mean something.
     "smoke": Profile(
@@ -62,6 +71,10 @@ PROFILES = {
         kill_trials=1,
         takeover_ttl=1.5,
         memory_leases=1000,
+        async_counts=(1, 20),
+        async_per_waiter=2,
+        async_min_acquisitions=20,
+        async_budget=2.0,
     ),
 }
 

@@ -157,7 +157,12 @@ def start_server(
 ) -> Iterator[object]:
     started: list[Server] = []
 
-    def start(argv: Sequence[str], *, simba: dict[str, object] | None = None) -> Server:
+    def start(
+        argv: Sequence[str],
+        *,
+        simba: dict[str, object] | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> Server:
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "deploysite.settings",
@@ -166,6 +171,7 @@ def start_server(
             "DEPLOY_SIMBA": json.dumps(simba or {}),
             "PYTHONPATH": str(SITE),
             "PYTHONUNBUFFERED": "1",
+            **(extra_env or {}),
         }
         env.pop("PYTEST_CURRENT_TEST", None)
         log = tmp_path / f"server-{len(started)}.log"

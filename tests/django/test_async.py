@@ -303,3 +303,41 @@ def test_database_backend_calls_leave_the_event_loop_thread():
         token, owner_token, members = run(main())
         reset_engine()
     assert token == owner_token > 0 and members == 1
+
+
+# -- @singleton_task on coroutine functions ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("permits", [None, 2])
+def test_waiting_singleton_task_coroutines_hold_no_thread_and_all_run(permits):
+    """Twenty calls of a lock-mode coroutine task wait their turn: none holds a thread meanwhile, and the
+    holder's release is not queued behind the waiters (which held the loop's executor threads, so the
+    release waited for them to time out)."""
+    from django_simba import singleton_task
+    from django_simba.decorators import Skipped, current_term
+
+    inside, peak = [0], [0]
+
+    @singleton_task("async.turns", mode="lock", timeout=10, permits=permits)
+    async def job():
+        inside[0] += 1
+        peak[0] = max(peak[0], inside[0])
+        term = current_term()
+        await asyncio.sleep(0.01)
+        inside[0] -= 1
+        return term.name, term.token  # a permit's tokens are its own
+
+    async def main():
+        await job()  # the engine starts its threads
+        before = threading.active_count()
+        calls = [asyncio.create_task(job()) for _ in range(20)]
+        await asyncio.sleep(0.2)  # they are all waiting, or done
+        waiting_threads = threading.active_count() - before
+        return await asyncio.gather(*calls), waiting_threads
+
+    tokens, waiting_threads = run(main())
+    assert not [token for token in tokens if isinstance(token, Skipped)], tokens
+    assert len(set(tokens)) == 20
+    assert peak[0] == (permits or 1)
+    assert waiting_threads == 0
+    assert current_term() is None

@@ -1,8 +1,9 @@
 """Settings of the sample project the deployment tests serve.
 
 Everything the tests vary comes from the environment: the Redis URL (``SIMBA_REDIS_URL``),
-the election its app starts in ``ready()`` (``DEPLOY_ELECTION``) and extra ``SIMBA`` keys
-(``DEPLOY_SIMBA``, JSON).
+the election its app starts in ``ready()`` (``DEPLOY_ELECTION``), extra ``SIMBA`` keys
+(``DEPLOY_SIMBA``, JSON) and databases (``DEPLOY_DATABASES``, JSON: the database backend's tests
+point ``default`` at the test run's database).
 """
 
 import json
@@ -14,7 +15,7 @@ ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 USE_TZ = True
 ROOT_URLCONF = "deploysite.urls"
 WSGI_APPLICATION = "deploysite.wsgi.application"
-DATABASES: dict[str, dict[str, str]] = {}
+DATABASES: dict[str, dict[str, str]] = json.loads(os.environ.get("DEPLOY_DATABASES") or "{}")
 # The app that starts an election comes first, so its ready() runs before django_simba's.
 INSTALLED_APPS = ["deploysite.leader", "django_simba"]
 REDIS_URL = os.environ.get("SIMBA_REDIS_URL", "redis://127.0.0.1:6379/15")

@@ -1,10 +1,12 @@
+import asyncio
 import os
+import threading
 import time
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
 
-from django_simba import group, lock, owner
+from django_simba import alock, group, lock, owner
 from django_simba.testing import wait_until
 
 #: How long a participant of ``take_turns`` waits for the others.
@@ -57,4 +59,20 @@ def take_turns(request: HttpRequest) -> JsonResponse:
     )
 
 
-urlpatterns = [path("", whoami), path("turns/", take_turns)]
+#: How long ``critical`` holds its lock.
+CRITICAL_SECONDS = 0.005
+
+
+async def critical(request: HttpRequest) -> JsonResponse:
+    """Hold ``?name=`` for 5 ms in an async view; when (monotonic clock, shared by the host's processes)."""
+    async with alock(request.GET["name"], timeout=60) as term:
+        entered = time.monotonic_ns()
+        threads = threading.active_count()
+        await asyncio.sleep(CRITICAL_SECONDS)
+        left = time.monotonic_ns()
+    return JsonResponse(
+        {"pid": os.getpid(), "token": term.token, "entered": entered, "left": left, "threads": threads}
+    )
+
+
+urlpatterns = [path("", whoami), path("turns/", take_turns), path("critical/", critical)]
