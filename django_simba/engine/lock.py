@@ -256,7 +256,9 @@ class LockBase:
         claims = request.claims
         for index, claim in enumerate(claims):
             with port.mutex:
-                if request.abandoned:
+                # Settled already: a permit tried earlier was granted from its line meanwhile, and
+                # taking another now would only hold it until the engine freed it again.
+                if request.abandoned or request.settled:
                     return None
             error = port.acquire_now(claim, session_wait)
             with port.mutex:
