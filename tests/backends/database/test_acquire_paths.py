@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from django_simba.backends.database import DatabaseBackend
-from django_simba.spi import Grant
+from django_simba.spi import Grant, SessionExpired
 from django_simba.testing import wait_until
 
 from .conftest import Outsider, on
@@ -143,3 +143,43 @@ def test_the_first_round_trip_is_one_statement_where_the_server_can_answer_in_it
     assert backend.acquire(me, name) is not None
     trips, statements = (after - first for after, first in zip(backend.traffic.snapshot(), before))
     assert (trips, statements) == (1, 2 if style == "batch" else 1)
+
+
+def expire(backend: DatabaseBackend, session_id: str) -> None:
+    wait_until(
+        lambda: all(s.remaining <= 0 for s in backend.sessions() if s.session_id == session_id),
+        5,
+        message="the short session to expire",
+    )
+
+
+def test_an_expired_caller_is_told_so_whether_the_row_is_released_or_held(
+    backend: DatabaseBackend, sessions: list[str]
+) -> None:
+    released, held = f"paths-{uuid.uuid4().hex[:8]}", f"paths-{uuid.uuid4().hex[:8]}"
+    other = open_session(backend, sessions)
+    first = backend.acquire(other, released)
+    assert first is not None and backend.acquire(other, held) is not None
+    backend.release(other, released, first.token)
+    short = open_session(backend, sessions, lease=0.3)
+    expire(backend, short)
+    for name in (released, held):
+        with pytest.raises(SessionExpired):
+            backend.acquire(short, name)
+    assert backend.owner(released) is None and backend.owner(held).session_id == other  # type: ignore[union-attr]
+    again = backend.acquire(other, released)
+    assert again is not None and again.token > first.token
+
+
+def test_a_release_after_the_session_expired_says_the_term_was_not_held(
+    backend: DatabaseBackend, sessions: list[str]
+) -> None:
+    name = f"paths-{uuid.uuid4().hex[:8]}"
+    short = open_session(backend, sessions, lease=0.3)
+    taken = backend.acquire(short, name)
+    assert taken is not None
+    expire(backend, short)
+    assert backend.release(short, name, taken.token).held is False
+    other = open_session(backend, sessions)
+    after = backend.acquire(other, name)
+    assert after is not None and after.token > taken.token
