@@ -269,7 +269,17 @@ class MysqlExecutor(Executor):
         text = encoded(sql, encoding)
         if not params:
             return text
-        return text % {key.encode(encoding): raw.literal(value) for key, value in params.items()}
+        values = {}
+        for key, value in params.items():
+            kind = type(value)
+            if kind is str:  # what raw.literal does for these two, without its dispatch
+                literal = raw.string_literal(value.encode(encoding))
+            elif kind is int:
+                literal = b"%d" % value
+            else:
+                literal = raw.literal(value)
+            values[encoded(key, encoding)] = literal
+        return text % values
 
     def run_batch(self, statements: Sequence[str], params: Params, *, atomic: bool) -> list[Result]:
         sql = ";\n".join(statements)
