@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import Error as DjangoDatabaseError
+from django.db import connections
 from django.db.utils import load_backend
 
 from ...spi import (
@@ -62,8 +63,6 @@ def _milliseconds(seconds: float) -> int:
 
 
 def _vendor(alias: str) -> str:
-    from django.db import connections
-
     if alias not in connections.settings:
         raise ConfigurationError(f"the database backend's alias {alias!r} is not in settings.DATABASES")
     backend = load_backend(connections.settings[alias]["ENGINE"])
@@ -142,8 +141,6 @@ class DatabaseBackend(LeaseBackend):
 
     def _alias_settings(self) -> dict[str, Any]:
         """The alias's settings now (every thread's connections share this one dict)."""
-        from django.db import connections
-
         return connections.settings[self.alias]  # type: ignore[no-any-return]
 
     def _connection_settings(self, source: dict[str, Any]) -> dict[str, Any]:

@@ -73,7 +73,7 @@ class LinkPool:
         self._connect = connect
         self._max_idle = max_idle
         self._max_open = max_open
-        self._lock = threading.Condition()
+        self._mutex, self._lock = _condition()
         self._idle: list[Link] = []
         self._busy: set[Link] = set()
         self._opening = 0  # connections being opened, counted against max_open
@@ -83,9 +83,11 @@ class LinkPool:
 
     def take(self, wait: float) -> Link:
         """An idle connection, or a new one; with ``max_open`` busy, wait up to ``wait`` seconds."""
-        deadline = time.monotonic() + wait
-        with self._lock:
+        deadline = None
+        with self._mutex:  # the condition's own lock: ``with`` on it costs no Python frame
             while not self._idle and len(self._busy) + self._opening >= self._max_open:
+                if deadline is None:
+                    deadline = time.monotonic() + wait
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise PoolExhausted(f"all {self._max_open} connections stayed busy for {wait:g} s")
@@ -120,9 +122,10 @@ class LinkPool:
         return link
 
     def give_back(self, link: Link) -> None:
-        with self._lock:
+        with self._mutex:
             self._busy.discard(link)
-            self._lock.notify()
+            if self._waiting:
+                self._lock.notify()
             if link.generation != self._generation:
                 surplus = [link]
             else:
@@ -133,6 +136,8 @@ class LinkPool:
 
     def _surplus(self) -> list[Link]:
         """Idle connections beyond ``max_idle`` that stayed idle too long, out of the pool (lock held)."""
+        if len(self._idle) <= self._max_idle:
+            return []
         cutoff = time.monotonic() - self.surplus_grace
         surplus = []
         while len(self._idle) > self._max_idle and self._idle[0].idle_since <= cutoff:
@@ -162,7 +167,7 @@ class LinkPool:
 
     def after_fork(self) -> None:
         """Forget every connection inherited from the parent, without closing any."""
-        self._lock = threading.Condition()
+        self._mutex, self._lock = _condition()
         for link in [*self._idle, *self._busy]:
             link.forget()
         self._idle, self._busy = [], set()
@@ -177,6 +182,12 @@ class LinkPool:
         """Calls waiting for a connection now (all ``max_open`` busy)."""
         with self._lock:
             return self._waiting
+
+
+def _condition() -> tuple[threading.RLock, threading.Condition]:
+    """A condition and its lock, which the hot paths take directly (the same lock)."""
+    mutex = threading.RLock()
+    return mutex, threading.Condition(mutex)
 
 
 def _close_all(links: list[Link]) -> None:

@@ -58,7 +58,9 @@ class Watchdog:
         self._reset()
 
     def _reset(self) -> None:
-        self._condition = threading.Condition()
+        # The hot paths (arm, disarm) take the condition's lock directly: no Python frame.
+        self._mutex = threading.RLock()
+        self._condition = threading.Condition(self._mutex)
         self._alarms: dict[int, Alarm] = {}
         self._keys = itertools.count()
         self._wake_at = math.inf
@@ -71,7 +73,7 @@ class Watchdog:
 
     def _arm(self, alarm: Alarm) -> int:
         key = next(self._keys)
-        with self._condition:
+        with self._mutex:
             if self._thread is None:
                 self._stopping = False
                 self._thread = threading.Thread(target=self._watch, name="simba-db-watchdog", daemon=True)
@@ -82,7 +84,7 @@ class Watchdog:
         return key
 
     def _disarm(self, key: int) -> None:
-        with self._condition:
+        with self._mutex:
             self._alarms.pop(key, None)
 
     def _watch(self) -> None:

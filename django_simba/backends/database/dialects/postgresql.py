@@ -13,8 +13,8 @@ Batched statements are prepared once per connection (``PREPARE``) and run by
 name (``EXECUTE``), so their CTEs are not parsed and planned again each time.
 
 An acquire first tries the cases one statement can decide on its snapshot
-(``TAKE_FREE``): a released row, a new name, a live holder. Only a holder that
-looks dead, or the caller itself, needs the locked batch.
+(``TAKE_FREE``): a released row, a live holder. A new name (once: rows are never
+deleted), a holder that looks dead, or the caller itself go to the locked batch.
 
 The module is longer than most (about 600 lines): half of it is the SQL text, kept beside
 the methods that run each statement and judge its rows, so that a reader checks one against
@@ -120,40 +120,34 @@ INSERT INTO simba_lease (name, session_id, token) VALUES (%(name)s, '', 0)
 ON CONFLICT (name) DO UPDATE SET token = simba_lease.token WHERE false
 """
 
-# Decides what a snapshot can: takes a released row (the UPDATE re-checks a row that
-# changed under it, so a concurrent take-over wins alone), creates the row of a new
-# name (a concurrent creator wins the conflict), or reports a live holder (refusing
-# is always safe). Anything else (no reply token, no live holder) goes to the batch.
-# A write may wait for the row's lock (a release, a take-over): the caller's remaining
-# time is then measured on the clock of its RETURNING, read once the row is written, so
-# a session that expired meanwhile is reported expired (what it took belongs to a dead
-# session: free to anyone).
+# Decides what a snapshot can, with a plan kept small (every node of a plan is set up at
+# each execution, run or not): takes a released row for a caller live on the snapshot
+# (the UPDATE re-checks a row that changed under it, so a concurrent take-over wins
+# alone), or, when it took nothing, reports the caller's remaining time (None when not
+# live) and whether a live session other than the caller holds the name (refusing is
+# always safe; a refusal writes nothing, not even a row lock). Anything else (a new
+# name, a holder that looks dead, the caller itself) goes to the locked batch, which
+# creates the row of a new name. A write may wait for the row's lock (a release, a
+# take-over): the caller's remaining time is then measured on the clock of its
+# RETURNING, read once the row is written, so a session that expired meanwhile is
+# reported expired (what it took belongs to a dead session: free to anyone).
 TAKE_FREE = f"""
-WITH {CLOCK},
-live AS (
-    SELECT s.expires_at FROM simba_session s, clock
-    WHERE s.session_id = %(sid)s AND s.expires_at > clock.now
-),
-current AS (SELECT session_id AS holder FROM simba_lease WHERE name = %(name)s),
-taken AS (
-    UPDATE simba_lease l SET token = l.token + 1, session_id = %(sid)s
-    WHERE l.name = %(name)s AND l.session_id = '' AND EXISTS (SELECT 1 FROM live)
-    RETURNING l.token, {NOW} AS written_at
-),
-created AS (
-    INSERT INTO simba_lease (name, session_id, token)
-    SELECT %(name)s, %(sid)s, 1 FROM live WHERE NOT EXISTS (SELECT 1 FROM current)
-    ON CONFLICT (name) DO NOTHING
-    RETURNING token, {NOW} AS written_at
+WITH taken AS (
+    UPDATE simba_lease l SET token = l.token + 1, session_id = s.session_id
+    FROM simba_session s
+    WHERE l.name = %(name)s AND l.session_id = '' AND s.session_id = %(sid)s AND s.expires_at > {NOW}
+    RETURNING s.expires_at - {NOW} AS remaining, l.token
 )
-SELECT (SELECT expires_at FROM live) - COALESCE(
-           (SELECT written_at FROM taken), (SELECT written_at FROM created), (SELECT now FROM clock)
-       ),
-       COALESCE((SELECT token FROM taken), (SELECT token FROM created)),
+SELECT remaining, token, false FROM taken
+UNION ALL
+SELECT (SELECT s.expires_at - {NOW} FROM simba_session s
+        WHERE s.session_id = %(sid)s AND s.expires_at > {NOW}),
+       NULL,
        EXISTS (
-           SELECT 1 FROM current JOIN simba_session s ON s.session_id = current.holder, clock
-           WHERE current.holder NOT IN ('', %(sid)s) AND s.expires_at > clock.now
+           SELECT 1 FROM simba_lease l JOIN simba_session s ON s.session_id = l.session_id
+           WHERE l.name = %(name)s AND l.session_id NOT IN ('', %(sid)s) AND s.expires_at > {NOW}
        )
+WHERE NOT EXISTS (SELECT 1 FROM taken)
 """
 
 # With the lease row locked (its holder cannot change), locks the caller's and the
@@ -189,17 +183,13 @@ SELECT (SELECT remaining FROM live),
        COALESCE((SELECT token FROM taken), (SELECT token FROM current WHERE holder = %(sid)s))
 """
 
-# The last column: whether the freed term's session was still live, so its holder had it to the end.
+# One UPDATE, no CTE (a smaller plan): its RETURNING runs once the row is written. The last
+# column: whether the freed term's session was still live, so its holder had it to the end.
 RELEASE = f"""
-WITH {CLOCK},
-freed AS (
-    UPDATE simba_lease SET session_id = ''
-    WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)
-    RETURNING name
-)
-SELECT name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, "name")},
-       EXISTS (SELECT 1 FROM simba_session s, clock WHERE s.session_id = %(sid)s AND s.expires_at > clock.now)
-FROM freed
+UPDATE simba_lease SET session_id = ''
+WHERE name = %(name)s AND session_id = %(sid)s AND (%(token)s = 0 OR token = %(token)s)
+RETURNING name, {_notify(LEASE_CHANNEL, RELEASED_PREFIX, "name")},
+       EXISTS (SELECT 1 FROM simba_session s WHERE s.session_id = %(sid)s AND s.expires_at > {NOW})
 """
 
 FORCE_RELEASE = f"""
