@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from django_simba.backends.memory import MemoryBackend
-from django_simba.engine import CONTEND_LANE, SESSION_LANE, Engine, EngineConfig
-from django_simba.engine.term import EndReason
+from django_simba.engine import CONTEND_LANE, SESSION_LANE, Engine, EngineConfig, EngineObserver
+from django_simba.engine.term import EndReason, Term
 from django_simba.testing.runtime import Fate, VirtualRuntime
 
 LEASE, RENEW, DRIFT = 15.0, 5.0, 0.01
@@ -30,6 +30,12 @@ class ScriptedRuntime(VirtualRuntime):
     def plan(self, lane: str) -> Fate:
         queue = self.script.get(lane)
         return queue.popleft() if queue else Fate()
+
+    def submit(self, lane: str, call: Any, on_done: Any) -> None:
+        # strict: the engine's calls go on its two lanes, each with a callback for its outcome
+        assert lane in (SESSION_LANE, CONTEND_LANE), lane
+        assert callable(on_done), on_done
+        super().submit(lane, call, on_done)
 
 
 class RecordingBackend(MemoryBackend):
@@ -47,6 +53,14 @@ class RecordingBackend(MemoryBackend):
     def release(self, session_id: str, name: str, token: int | None = None) -> Any:
         self.log.append(("release", session_id, name, token))
         return super().release(session_id, name, token)
+
+    def watch_lease(self, name: str) -> None:
+        self.log.append(("watch", None, name, None))
+        super().watch_lease(name)
+
+    def unwatch_lease(self, name: str) -> None:
+        self.log.append(("unwatch", None, name, None))
+        super().unwatch_lease(name)
 
 
 @pytest.fixture
@@ -94,3 +108,85 @@ def test_a_maximum_hold_frees_the_name_at_once_under_the_term_session(runtime, b
     assert term.ended is EndReason.MAX_HOLD
     assert backend.log[-1] == ("release", term.session_id, "beta", term.token)
     assert backend.owner("beta") is None  # another process may take it now, not at the next keep-alive
+
+
+def test_a_name_released_in_the_background_goes_at_once_to_the_next_local_waiter(runtime, backend, engine):
+    lock = engine.lock("gamma", max_hold=1.0)
+    first = lock.acquire(0)
+    election = engine.election("gamma")  # waits here, behind the lock's term
+    start = runtime.now()
+    runtime.run_until(start + 1.0)
+    assert first.ended is EndReason.MAX_HOLD
+    assert election.term is not None and election.term.token == first.token + 1  # no pause between
+
+
+def test_a_failed_background_release_is_made_again_before_the_next_local_waiter_is_served(
+    runtime, backend, engine
+):
+    lock = engine.lock("gamma", max_hold=1.0)
+    first = lock.acquire(0)
+    election = engine.election("gamma")
+    runtime.script[CONTEND_LANE].append(Fate(lose_request=True))  # the release never lands (not logged)
+    start = runtime.now()
+    before = len(backend.log)
+    runtime.run_until(start + 1.0 + RENEW + 0.5)  # the release timed out, and then some
+    releases = [call for call in backend.log[before:] if call[0] == "release"]
+    assert releases == [("release", first.session_id, "gamma", first.token)]  # made again
+    assert election.term is not None and election.term.token == first.token + 1
+
+
+def test_no_acquire_of_a_name_leaves_while_its_release_is_on_its_way(runtime, backend, engine):
+    lock = engine.lock("delta", max_hold=1.0)
+    lock.acquire(0)
+    runtime.script[CONTEND_LANE].append(Fate(request_delay=1.0))  # the release takes a second to land
+    start = runtime.now()
+    runtime.run_until(start + 1.5)
+    before = len(backend.log)
+    assert engine.lock("delta").try_acquire() is None  # the name is busy here: not asked for
+    assert [call[0] for call in backend.log[before:]] == []
+    runtime.run_until(start + 2.5)
+    assert backend.owner("delta") is None
+
+
+def test_observers_see_each_term_start_and_end_with_its_kind_and_reason(runtime, backend, engine):
+    seen: list[tuple[Any, ...]] = []
+
+    class Watch(EngineObserver):
+        def term_started(self, kind: str, term: Term) -> None:
+            seen.append(("started", kind, term))
+
+        def term_ended(self, kind: str, term: Term, reason: EndReason) -> None:
+            seen.append(("ended", kind, term, reason))
+
+    engine.observers.append(Watch())
+    lock = engine.lock("epsilon")
+    term = lock.acquire(0)
+    lock.release()
+    runtime.advance(0.1)  # observers run on the callback lane
+    assert seen == [("started", "lock", term), ("ended", "lock", term, EndReason.RELEASED)]
+
+
+def test_a_term_granted_after_its_waiter_gave_up_is_freed_under_its_session(runtime, backend, engine):
+    runtime.script[CONTEND_LANE].append(Fate(request_delay=1.0))  # the acquire lands a second later
+    election = engine.election("zeta")
+    runtime.advance(0.5)
+    election.close()  # gives up while its acquire is on its way
+    before = len(backend.log)
+    runtime.run_until(runtime.now() + 1.0)
+    session = engine.session_id
+    assert backend.log[before:] == [("acquire", session, "zeta", None), ("release", session, "zeta", 1)]
+    assert backend.owner("zeta") is None
+
+
+def test_a_watch_set_for_a_refused_waiter_goes_at_its_grant_where_idle_watches_cost(runtime, backend, engine):
+    assert not backend.idle_watches_are_free
+    rival = backend.open_session(LEASE, "rival").session_id
+    held = backend.acquire(rival, "eta")
+    assert held is not None
+    election = engine.election("eta")
+    runtime.advance(0.1)
+    assert ("watch", None, "eta", None) in backend.log
+    backend.release(rival, "eta", held.token)  # notified: the waiter here takes it
+    runtime.advance(0.1)
+    assert election.is_leader
+    assert [call[0] for call in backend.log if call[0] in ("watch", "unwatch")] == ["watch", "unwatch"]
