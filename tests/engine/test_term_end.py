@@ -26,8 +26,11 @@ class ScriptedRuntime(VirtualRuntime):
     def __init__(self) -> None:
         super().__init__(seed=1, timeout=RENEW)
         self.script: dict[str, deque[Fate]] = {SESSION_LANE: deque(), CONTEND_LANE: deque()}
+        self.session_lane_cut = False  # every open and keep-alive lost
 
     def plan(self, lane: str) -> Fate:
+        if lane == SESSION_LANE and self.session_lane_cut:
+            return Fate(lose_request=True)
         queue = self.script.get(lane)
         return queue.popleft() if queue else Fate()
 
@@ -53,6 +56,10 @@ class RecordingBackend(MemoryBackend):
     def release(self, session_id: str, name: str, token: int | None = None) -> Any:
         self.log.append(("release", session_id, name, token))
         return super().release(session_id, name, token)
+
+    def close_session(self, session_id: str) -> None:
+        self.log.append(("close_session", session_id, "", None))
+        super().close_session(session_id)
 
     def watch_lease(self, name: str) -> None:
         self.log.append(("watch", None, name, None))
@@ -190,3 +197,24 @@ def test_a_watch_set_for_a_refused_waiter_goes_at_its_grant_where_idle_watches_c
     runtime.advance(0.1)
     assert election.is_leader
     assert [call[0] for call in backend.log if call[0] in ("watch", "unwatch")] == ["watch", "unwatch"]
+
+
+def test_a_session_past_its_deadline_ends_its_terms_and_is_closed_on_the_backend(runtime, backend, engine):
+    lost: list[tuple[str, EndReason]] = []
+
+    class Watch(EngineObserver):
+        def session_lost(self, session_id: str, reason: EndReason) -> None:
+            lost.append((session_id, reason))
+
+    engine.observers.append(Watch())
+    session = engine.session_id
+    deadline = engine.session_deadline
+    term = engine.lock("theta").acquire(0)
+    runtime.session_lane_cut = True  # keep-alives are lost; the contend lane still works
+    runtime.run_until(deadline - 0.01)
+    assert term.is_valid() and backend.owner("theta") is not None
+    runtime.run_until(deadline + 0.01)
+    assert term.ended is EndReason.DEADLINE
+    assert lost == [(session, EndReason.DEADLINE)]
+    assert ("close_session", session, "", None) in backend.log  # it may still be live there: closed
+    assert backend.owner("theta") is None  # so its names are free at once, not when it expires
