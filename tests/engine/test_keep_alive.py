@@ -73,3 +73,35 @@ def test_a_session_the_backend_expired_ends_its_terms_as_expired(runtime, make_e
     runtime.run_until_true(lambda: bool(watch.lost), RENEW + 1)
     assert watch.lost == [(first, EndReason.SESSION_EXPIRED)]
     assert term.ended is EndReason.SESSION_EXPIRED
+
+
+def test_a_held_term_lives_as_long_as_its_keep_alives_come_in_time(runtime, make_engine):
+    engine = make_engine(runtime)
+    engine.start()
+    runtime.run_until_true(lambda: engine.session_id is not None, 5)
+    term = engine.lock("kappa").acquire(0)
+    runtime.advance(3 * LEASE)
+    assert term.is_valid()
+    assert term.remaining > LEASE * (1 - DRIFT) - RENEW  # extended by the last keep-alive
+
+
+def test_a_late_keep_alive_extends_no_term_and_the_next_goes_half_an_interval_later(make_engine):
+    runtime = FaultyRuntime(seed=1, timeout=3 * RENEW)  # lets a reply come back later than RENEW
+    engine = make_engine(runtime)
+    done_at: list[float] = []
+
+    class When(EngineObserver):
+        def keep_alive_done(self, seconds: float, ok: bool) -> None:
+            done_at.append(runtime.now())
+
+    engine.observers.append(When())
+    engine.start()
+    runtime.run_until_true(lambda: engine.session_id is not None, 5)
+    term = engine.lock("lambda").acquire(0)
+    deadline = runtime.now() + term.remaining
+    runtime.delay = RENEW * 1.2  # late, yet the retry half an interval later is before the deadline
+    runtime.run_until_true(lambda: bool(done_at), 3 * RENEW)
+    runtime.delay = 0.0
+    assert runtime.now() + term.remaining == deadline  # not extended by a late reply
+    runtime.run_until_true(lambda: len(done_at) == 2, RENEW)
+    assert done_at[1] - done_at[0] == RENEW / 2  # sent again half an interval after the late reply
