@@ -218,3 +218,12 @@ def test_a_session_past_its_deadline_ends_its_terms_and_is_closed_on_the_backend
     assert lost == [(session, EndReason.DEADLINE)]
     assert ("close_session", session, "", None) in backend.log  # it may still be live there: closed
     assert backend.owner("theta") is None  # so its names are free at once, not when it expires
+
+
+def test_on_lost_is_not_called_for_a_term_released_by_its_holder(runtime, backend, engine):
+    lost: list[EndReason] = []
+    lock = engine.lock("mu", on_lost=lambda term, reason: lost.append(reason))
+    lock.acquire(0)
+    lock.release()
+    runtime.advance(0.1)  # callbacks run on the callback lane
+    assert lost == []
