@@ -15,6 +15,8 @@ import pytest
 from django_simba.backends.memory import MemoryBackend
 from django_simba.engine import CONTEND_LANE, SESSION_LANE, Engine, EngineConfig, EngineObserver
 from django_simba.engine.term import EndReason, Term
+from django_simba.errors import LeaseLost
+from django_simba.spi import Renewal
 from django_simba.testing.runtime import Fate, VirtualRuntime
 
 LEASE, RENEW, DRIFT = 15.0, 5.0, 0.01
@@ -227,3 +229,76 @@ def test_on_lost_is_not_called_for_a_term_released_by_its_holder(runtime, backen
     lock.release()
     runtime.advance(0.1)  # callbacks run on the callback lane
     assert lost == []
+
+
+def test_a_release_while_an_acquire_of_the_name_is_on_its_way_follows_it(runtime, backend, engine):
+    seen: list[Any] = []
+
+    class Watch(EngineObserver):
+        def term_ended(self, kind: str, term: Term, reason: EndReason) -> None:
+            seen.append((kind, term, reason))
+
+    engine.observers.append(Watch())
+    lost: list[EndReason] = []
+    lock = engine.lock("nu", on_lost=lambda term, reason: lost.append(reason))
+    term = lock.acquire(0)
+    with engine.mutex:
+        slot = engine.lines.slots["nu"]
+        slot.busy = "acquire"  # as if an attempt for the name were on its way
+    lock.release()
+    runtime.advance(0.1)
+    assert term.ended is EndReason.RELEASED
+    assert seen == [("lock", term, EndReason.RELEASED)] and lost == []
+    assert backend.owner("nu") is not None  # not freed beside the attempt on its way ...
+    with engine.mutex:
+        assert slot.deferred == [(term.session_id, term.token)]
+        slot.busy = None
+        engine.lines.kick(slot)  # ... but once it is over
+    runtime.advance(0.1)
+    assert backend.log[-1] == ("release", term.session_id, "nu", term.token)
+    assert backend.owner("nu") is None
+
+
+def test_a_release_at_the_deadline_before_its_timer_ran_ends_the_term_as_lapsed(runtime, backend, engine):
+    lock = engine.lock("xi")
+    backend.skew = 3.0  # granted 3 s less than the session has: its deadline comes first
+    term = lock.acquire(0)
+    backend.skew = 0.0
+    runtime.clock = term._deadline  # the deadline is now, and its timer has not run yet
+    with pytest.raises(LeaseLost):
+        lock.release()
+    assert term.ended is EndReason.DEADLINE
+    runtime.advance(0)
+    assert backend.log[-1] == ("release", term.session_id, "xi", term.token)
+
+
+def test_a_keep_alive_reply_at_a_term_deadline_ends_it_and_goes_on_with_the_others(runtime, backend, engine):
+    first = engine.lock("omicron")
+    first.acquire(0)
+    first.release()  # a slot with no term, first in line
+    backend.skew = 3.0  # granted 3 s less than the session has: its deadline comes first
+    term = engine.lock("pi").acquire(0)
+    backend.skew = 0.0
+    busy = engine.lock("rho")
+    held = busy.acquire(0)
+    session = term.session_id
+    runtime.clock = term._deadline  # the reply comes at the deadline, before the term's timer
+    renewal = Renewal(10.0, {"rho": held.token, "stray": 7})
+    with engine.mutex:
+        engine.lines.slot("stray")
+        engine.lines.reconcile(session, runtime.clock - 1.0, renewal, runtime.clock + 10.0)
+    runtime.advance(0)
+    assert term.ended is EndReason.DEADLINE  # never extended back to life
+    calls = backend.log[-2:]
+    assert ("release", session, "pi", term.token) in calls  # freed, under its session
+    assert ("release", session, "stray", 7) in calls  # and the rest of the listing was read
+
+
+def test_a_keep_alive_listing_a_name_whose_attempt_is_on_its_way_leaves_it_alone(runtime, backend, engine):
+    session = engine.session_id
+    with engine.mutex:
+        slot = engine.lines.slot("sigma")
+        slot.busy = "acquire"
+        engine.lines.reconcile(session, runtime.now(), Renewal(10.0, {"sigma": 3}), runtime.now() + 10.0)
+        assert slot.deferred == [] and slot.last_token == 0
+        slot.busy = None
