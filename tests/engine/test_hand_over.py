@@ -110,6 +110,7 @@ def test_a_keep_alive_listing_a_handed_term_gives_it_to_the_waiter(engine: Engin
     with engine.mutex:
         engine.lines.reconcile(session, now, Renewal(10.0, {"listed": 4}), now + 5.0)
     assert waiter.term is not None and waiter.term.token == 4  # its notification is late or lost
+    assert waiter.term.session_id == session
 
 
 def test_a_keep_alive_listing_a_term_nobody_here_wants_gives_it_back_for_good(engine: Engine):
