@@ -225,10 +225,11 @@ def test_a_session_past_its_deadline_ends_its_terms_and_is_closed_on_the_backend
 def test_on_lost_is_not_called_for_a_term_released_by_its_holder(runtime, backend, engine):
     lost: list[EndReason] = []
     lock = engine.lock("mu", on_lost=lambda term, reason: lost.append(reason))
-    lock.acquire(0)
+    term = lock.acquire(0)
     lock.release()
     runtime.advance(0.1)  # callbacks run on the callback lane
     assert lost == []
+    assert backend.log[-1] == ("release", term.session_id, "mu", term.token)  # that term, no other
 
 
 def test_a_release_while_an_acquire_of_the_name_is_on_its_way_follows_it(runtime, backend, engine):
