@@ -303,3 +303,18 @@ def test_a_keep_alive_listing_a_name_whose_attempt_is_on_its_way_leaves_it_alone
         engine.lines.reconcile(session, runtime.now(), Renewal(10.0, {"sigma": 3}), runtime.now() + 10.0)
         assert slot.deferred == [] and slot.last_token == 0
         slot.busy = None
+
+
+def test_an_acquire_answered_session_expired_loses_the_session_at_once(runtime, backend, engine):
+    lost: list[tuple[str, EndReason]] = []
+
+    class Watch(EngineObserver):
+        def session_lost(self, session_id: str, reason: EndReason) -> None:
+            lost.append((session_id, reason))
+
+    engine.observers.append(Watch())
+    session = engine.session_id
+    backend.lose_sessions()  # the backend forgot the session: the next call says so
+    engine.election("tau")
+    runtime.advance(0.1)  # long before the next keep-alive
+    assert lost == [(session, EndReason.SESSION_EXPIRED)]
