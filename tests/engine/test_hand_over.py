@@ -7,9 +7,11 @@ to check what it makes of them. The Redis tests run the real thing end to end.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from django_simba.engine import Engine
+from django_simba.engine import CONTEND_LANE, Engine
 from django_simba.engine.lock import Request
 from django_simba.engine.waiters import ThreadWaiter
 from django_simba.spi import BackendTimeout, LockTimeout, Notification, NotificationKind, Released, Renewal
@@ -27,6 +29,13 @@ def _waiter(engine: Engine, name: str) -> Request:
     with engine.mutex:
         engine.lines.slot(name).waiting.append(request)
     return request
+
+
+def _drain_contend_lane(engine: Engine) -> None:
+    """Return once the contend lane has run every call submitted to it before."""
+    done = threading.Event()
+    engine.runtime.submit(CONTEND_LANE, lambda: None, lambda outcome: done.set())
+    assert done.wait(5)
 
 
 def _handed(engine: Engine, name: str, token: int) -> None:
@@ -55,6 +64,21 @@ def test_a_term_handed_to_another_session_or_an_old_one_is_not_taken(engine: Eng
     assert waiter.term is None
 
 
+def test_a_late_hand_over_of_a_term_already_had_here_calls_nothing(engine: Engine):
+    calls: list[str] = []
+    engine.backend.release = lambda *args, **kwargs: calls.append("release")  # type: ignore[method-assign]
+    engine.backend.acquire = lambda *args, **kwargs: calls.append("acquire")  # type: ignore[method-assign]
+    with engine.mutex:
+        slot = engine.lines.slot("had")  # nobody waits: a newer hand-over would be passed on
+        slot.last_token = 9
+    _handed(engine, "had", 9)  # the term last granted here, told again
+    _handed(engine, "had", 8)  # an older one
+    _drain_contend_lane(engine)
+    assert calls == []
+    with engine.mutex:
+        assert slot.last_token == 9  # never lowered: an old token stays refused
+
+
 def test_a_term_handed_while_an_attempt_is_on_its_way_is_left_to_that_attempt(engine: Engine):
     waiter = _waiter(engine, "busy")
     with engine.mutex:
@@ -67,12 +91,13 @@ def test_a_term_handed_while_an_attempt_is_on_its_way_is_left_to_that_attempt(en
 
 
 def test_a_term_handed_to_a_process_nobody_in_waits_is_passed_on_and_never_taken(engine: Engine):
-    released: list[tuple[str, int | None]] = []
-    engine.backend.release = lambda session_id, name, token=None: released.append((name, token))  # type: ignore[method-assign]
+    released: list[tuple[str, str, int | None]] = []
+    engine.backend.release = lambda session_id, name, token=None: released.append((session_id, name, token))  # type: ignore[method-assign]
     with engine.mutex:
         engine.lines.slot("unwanted")  # its waiter gave up while the hand-over was on its way
     _handed(engine, "unwanted", 9)
-    wait_until(lambda: released == [("unwanted", 9)], 5, message="passed on")
+    session = engine.wait_for_session(5)
+    wait_until(lambda: released == [(session, "unwanted", 9)], 5, message="passed on")
     waiter = _waiter(engine, "unwanted")
     _handed(engine, "unwanted", 9)  # the same notification, late: that term was given back
     assert waiter.term is None
@@ -85,6 +110,7 @@ def test_a_keep_alive_listing_a_handed_term_gives_it_to_the_waiter(engine: Engin
     with engine.mutex:
         engine.lines.reconcile(session, now, Renewal(10.0, {"listed": 4}), now + 5.0)
     assert waiter.term is not None and waiter.term.token == 4  # its notification is late or lost
+    assert waiter.term.session_id == session
 
 
 def test_a_keep_alive_listing_a_term_nobody_here_wants_gives_it_back_for_good(engine: Engine):
