@@ -320,14 +320,18 @@ class Lines:
 
     def _lapse(self, slot: Slot, session_id: str) -> None:
         """A term's own deadline passed without renewal: end it and give the name back."""
-        term = slot.term
+        term, holder = self._detach(slot)
         if term is None:
             return
-        self.end_term(slot, EndReason.DEADLINE)
         session = self.keeper.session
-        if session is not None and session.id == session_id:
+        ours = session is not None and session.id == session_id
+        # The release leaves before the holder hears of the end: a holder that asks again at
+        # once (an election) then waits behind it, as every local acquire does.
+        if ours:
             self._free(slot, session_id, term.token)
-        else:
+        if holder is not None and term._end(EndReason.DEADLINE):
+            self._report_end(holder, term, EndReason.DEADLINE)
+        if not ours:
             self.kick(slot)
 
     def end_term(self, slot: Slot, reason: EndReason) -> None:

@@ -72,6 +72,18 @@ class RecordingBackend(MemoryBackend):
         super().unwatch_lease(name)
 
 
+def watch_session_losses(engine: Engine) -> list[tuple[str, EndReason]]:
+    """The (session, reason) of every session the engine loses from now on."""
+    lost: list[tuple[str, EndReason]] = []
+
+    class Watch(EngineObserver):
+        def session_lost(self, session_id: str, reason: EndReason) -> None:
+            lost.append((session_id, reason))
+
+    engine.observers.append(Watch())
+    return lost
+
+
 @pytest.fixture
 def runtime() -> ScriptedRuntime:
     return ScriptedRuntime()
@@ -108,6 +120,24 @@ def test_a_lapsed_term_ends_at_its_deadline_and_its_name_is_freed_under_its_sess
     assert lost == [EndReason.DEADLINE]
     assert backend.log[before:] == [("release", term.session_id, "alpha", term.token)]
     assert backend.owner("alpha") is None  # free for others now, not at the next keep-alive
+
+
+def test_an_election_whose_term_lapsed_asks_again_only_once_the_release_left(runtime, backend, engine):
+    start = runtime.now()
+    backend.skew = 3.0  # as above: the term is trusted for less than the session lives
+    election = engine.election("alpha-e")
+    runtime.run_until_true(lambda: election.is_leader, 1)
+    backend.skew = 0.0
+    term = election.term
+    assert term is not None
+    runtime.script[SESSION_LANE].append(Fate(lose_request=True))
+    before = len(backend.log)
+    runtime.run_until(start + 12.5)
+    assert term.ended is EndReason.DEADLINE
+    calls = [(call[0], call[3]) for call in backend.log[before:] if call[2] == "alpha-e"]
+    # The lapsed term is given back first; the candidate's next acquire follows it, and wins again.
+    assert calls[:2] == [("release", term.token), ("acquire", None)]
+    assert election.is_leader and election.term is not None and election.term.token > term.token
 
 
 def test_a_maximum_hold_frees_the_name_at_once_under_the_term_session(runtime, backend, engine):
@@ -202,13 +232,7 @@ def test_a_watch_set_for_a_refused_waiter_goes_at_its_grant_where_idle_watches_c
 
 
 def test_a_session_past_its_deadline_ends_its_terms_and_is_closed_on_the_backend(runtime, backend, engine):
-    lost: list[tuple[str, EndReason]] = []
-
-    class Watch(EngineObserver):
-        def session_lost(self, session_id: str, reason: EndReason) -> None:
-            lost.append((session_id, reason))
-
-    engine.observers.append(Watch())
+    lost = watch_session_losses(engine)
     session = engine.session_id
     deadline = engine.session_deadline
     term = engine.lock("theta").acquire(0)
@@ -306,13 +330,7 @@ def test_a_keep_alive_listing_a_name_whose_attempt_is_on_its_way_leaves_it_alone
 
 
 def test_an_acquire_answered_session_expired_loses_the_session_at_once(runtime, backend, engine):
-    lost: list[tuple[str, EndReason]] = []
-
-    class Watch(EngineObserver):
-        def session_lost(self, session_id: str, reason: EndReason) -> None:
-            lost.append((session_id, reason))
-
-    engine.observers.append(Watch())
+    lost = watch_session_losses(engine)
     session = engine.session_id
     backend.lose_sessions()  # the backend forgot the session: the next call says so
     engine.election("tau")
