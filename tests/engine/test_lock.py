@@ -212,6 +212,15 @@ def _wanted(engine: Engine, name: str) -> bool:
     return slot is not None and slot.wanted_at > float("-inf")
 
 
+def _blocked(engine: Engine, name: str) -> bool:
+    """A thread waits for ``name`` on its own event (so the engine hands it its attempts)."""
+    with engine.mutex:
+        slot = engine.lines.slots.get(name)
+        return slot is not None and any(
+            getattr(getattr(claim, "acquisition", None), "waiter", None) is not None for claim in slot.waiting
+        )
+
+
 def test_a_releaser_lets_a_waiting_process_take_the_name_first(threaded_engine: Engine, monkeypatch):
     """Release then acquire at once: the waiting process gets the name before the releaser again."""
     # The courtesy is a millisecond or so; widened here so that a loaded machine cannot miss it.
@@ -264,6 +273,8 @@ def test_a_blocked_caller_makes_its_later_attempts_in_its_own_thread(threaded_en
         thread, got = _take_in_thread(threaded_engine.lock("own-thread"), 5)
         mine = threaded_engine.wait_for_session(5)
         wait_until(lambda: _wanted(threaded_engine, "own-thread"), 5, message="refused")
+        # Blocked, not merely refused: until its waiter exists the engine makes attempts itself.
+        wait_until(lambda: _blocked(threaded_engine, "own-thread"), 5, message="blocked in acquire()")
         holder.release()
         thread.join(5)
         assert got, "the waiting caller never got the lock"
