@@ -367,14 +367,25 @@ def _forwarding_signals(forward: Callable[[int], None]) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {
-        signum: signal.signal(signum, lambda signum, frame: forward(signum)) for signum in FORWARDED_SIGNALS
-    }
+    with _signals_held():
+        previous = {n: signal.signal(n, lambda signum, frame: forward(signum)) for n in FORWARDED_SIGNALS}
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        with _signals_held():
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold the forwarded signals back while their handlers change, so that one arriving
+    meanwhile (a Ctrl+C right after SIGTERM's handler is set) meets the new handlers, not a mix."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def command_line(command: Sequence[str], *, shell: bool = False, manage: bool = False) -> list[str]:

@@ -245,6 +245,23 @@ def test_run_a_management_command_of_the_project(tmp_path, backend):
     assert backend.owner("cron:shell") is None
 
 
+def test_a_signal_arriving_while_the_handlers_change_meets_the_new_ones():
+    # simba_run sets its handlers one signal after another: a Ctrl+C between SIGTERM's and SIGINT's
+    # raised KeyboardInterrupt from Python's default handler instead of stopping the wait cleanly.
+    from django_simba.operations.runner import _signals_held
+
+    seen: list[str] = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append("old"))
+    try:
+        with _signals_held():
+            os.kill(os.getpid(), signal.SIGUSR1)
+            signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append("new"))
+        wait_until(lambda: seen, 5, message="the held signal delivered")
+        assert seen == ["new"]
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_signal_ends_the_wait_for_the_lock_at_once(backend, signum):
     other = backend.open_session(60, "host=other pid=3").session_id
