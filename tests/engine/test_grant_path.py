@@ -17,7 +17,7 @@ from django_simba.engine import CONTEND_LANE, Engine, EngineConfig
 from django_simba.engine.alock import AsyncLock
 from django_simba.engine.lock import Request
 from django_simba.engine.runtime import Outcome
-from django_simba.engine.semaphore import AsyncSemaphore
+from django_simba.engine.semaphore import AsyncSemaphore, permit_names
 from django_simba.engine.term import EndReason, Term
 from django_simba.errors import BackendTimeout, ConfigurationError, LeaseLost, LockTimeout
 from django_simba.testing.runtime import Fate
@@ -285,6 +285,47 @@ def test_a_release_put_off_behind_an_attempt_leaves_on_that_attempts_reply(runti
     assert backend.owner("rho") is None
 
 
+def test_a_caller_that_gave_up_declines_a_late_grant(runtime, failing):
+    engine = _engine(runtime, failing)
+    _rival_holds(failing, "sigma")
+    lock = engine.lock("sigma")
+    request = lock._request(engine, waits=True)
+    assert lock._first_attempts(engine, request, None) is None
+    assert request.in_line
+    lock._give_up(engine, request)
+    assert request.abandoned and not request.in_line
+    late = engine.lock("sigma-2").acquire(0)
+    with engine.mutex:
+        assert request._granted(late) is False  # the engine passes it on, never to this caller
+    assert request.term is None
+
+
+def test_a_caller_is_told_why_it_got_nothing(runtime, backend):
+    engine = _engine(runtime, backend)
+    lock = engine.lock("psi")
+    failed = BackendTimeout("no answer")
+    cases = [
+        (None, None, 1.0, LockTimeout, "lock 'psi' not acquired within 1.0 s"),
+        (None, failed, 1.0, LockTimeout, "lock 'psi' not acquired within 1.0 s (last error: no answer)"),
+        (failed, None, 0, BackendTimeout, "no answer"),  # a one-shot try raises its own error
+        (ConfigurationError("bad"), None, 1.0, ConfigurationError, "bad"),  # hopeless: whatever the timeout
+    ]
+    for error, last, timeout, kind, message in cases:
+        request = lock._request(engine, waits=timeout != 0)
+        request.error = last  # of the engine's later attempts
+        with pytest.raises(kind) as raised:
+            lock._outcome(engine, request, error, timeout)
+        assert type(raised.value) is kind and str(raised.value) == message
+
+
+def test_a_semaphore_may_have_one_permit_and_says_what_it_is(runtime, backend):
+    engine = _engine(runtime, backend)
+    assert permit_names("solo", 1) == ("solo:1",)
+    semaphore = engine.semaphore("omega", 3, timeout=2.5)
+    assert semaphore.permits == 3 and semaphore.timeout == 2.5
+    assert repr(semaphore) == "<Semaphore 'omega' permits=3 held here=0>"
+
+
 def test_a_term_granted_to_a_caller_that_left_is_released_at_once(runtime, backend):
     engine = _engine(runtime, backend)
     lock = engine.lock("tau")
@@ -303,7 +344,7 @@ def test_a_term_granted_to_a_caller_that_left_is_released_at_once(runtime, backe
 
 
 def test_an_async_semaphore_gives_back_the_permit_a_term_names_from_any_task(threaded_engine):
-    semaphore = AsyncSemaphore(threaded_engine, "upsilon", 2, timeout=5)
+    semaphore = AsyncSemaphore(threaded_engine, "upsilon", 2, timeout=5, max_hold=30)  # kept with a timer
 
     async def main() -> Term:
         term = await asyncio.create_task(semaphore.acquire())  # held by another task
@@ -338,3 +379,25 @@ def test_an_async_acquire_gives_up_at_its_timeout(threaded_engine):
     lock = AsyncLock(threaded_engine, "chi")
     with pytest.raises(LockTimeout):
         asyncio.run(lock.acquire(0.2))
+
+
+def test_an_async_acquire_of_one_second_waits_that_second(threaded_engine):
+    backend = threaded_engine.backend
+    other = backend.open_session(30, "another process").session_id
+    assert backend.acquire(other, "alpha-a") is not None
+    lock = AsyncLock(threaded_engine, "alpha-a")
+
+    async def main() -> Term:
+        waiter = asyncio.create_task(lock.acquire(1))
+        for _ in range(500):
+            with threaded_engine.mutex:
+                slot = threaded_engine.lines.slots.get("alpha-a")
+                if slot is not None and slot.waiting and slot.busy is None:
+                    break
+            await asyncio.sleep(0.001)
+        backend.release(other, "alpha-a")  # freed while it waits: the notification brings it in
+        term = await waiter
+        await lock.release()
+        return term
+
+    assert asyncio.run(main()).name == "alpha-a"
