@@ -39,7 +39,8 @@ DATABASE = "simba_costs"
 ALIASES = ("postgresql", "mysql", "sqlite")
 
 
-def configure(directory: Path) -> None:
+def configure(directory: Path, database: str = DATABASE) -> None:
+    """Django with the three aliases, on the servers' ``database`` and a SQLite file in ``directory``."""
     import django
     from django.conf import settings
 
@@ -52,14 +53,14 @@ def configure(directory: Path) -> None:
             "sqlite": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(directory / "costs.sqlite3")},
             "postgresql": {
                 "ENGINE": "django.db.backends.postgresql",
-                "NAME": DATABASE,
+                "NAME": database,
                 "USER": "root",
                 "HOST": "127.0.0.1",
                 "PORT": "5432",
             },
             "mysql": {
                 "ENGINE": "django.db.backends.mysql",
-                "NAME": DATABASE,
+                "NAME": database,
                 "USER": "root",
                 "HOST": "127.0.0.1",
                 "PORT": "3306",
@@ -70,15 +71,15 @@ def configure(directory: Path) -> None:
     django.setup()
 
 
-def create_databases() -> None:
+def create_databases(database: str = DATABASE) -> None:
     import MySQLdb
     import psycopg
 
     with psycopg.connect("host=127.0.0.1 user=root dbname=postgres", autocommit=True) as pg:
-        if not pg.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
-            pg.execute(f"CREATE DATABASE {DATABASE}")
+        if not pg.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone():
+            pg.execute(f"CREATE DATABASE {database}")
     my = MySQLdb.connect(host="127.0.0.1", user="root")
-    my.query(f"CREATE DATABASE IF NOT EXISTS {DATABASE} CHARACTER SET utf8mb4")
+    my.query(f"CREATE DATABASE IF NOT EXISTS {database} CHARACTER SET utf8mb4")
     my.close()
 
 
@@ -242,7 +243,7 @@ def main() -> None:
         connection_created.connect(without_fsync)
     from django.core.management import call_command
 
-    from django_simba.backends.database import DatabaseBackend
+    from django_simba.backends.database import AnyDatabaseBackend
 
     print("| database | acquire | release | acquire+release p50 / p99 µs | raw floor p50 / p99 µs |")
     print("|---|---|---|---|---|")
@@ -250,7 +251,7 @@ def main() -> None:
     for alias in ALIASES:
         call_command("migrate", "django_simba", database=alias, verbosity=0)
         # One idle connection at a time, so the server's counters are this connection's.
-        backend = DatabaseBackend({"alias": alias, "max_idle_connections": 1}, timeout=5)
+        backend = AnyDatabaseBackend.build({"alias": alias, "max_idle_connections": 1}, timeout=5)
         result = acquire_release(backend, alias, arguments.cycles, arguments.rounds)
         print(
             f"| {alias} | {fmt_counts(result['acquire'])} | {fmt_counts(result['release'])}"

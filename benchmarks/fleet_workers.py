@@ -38,9 +38,9 @@ def setup_django(database: dict[str, Any]) -> None:
 
 
 def build_backend(options: dict[str, Any]) -> Any:
-    from django_simba.backends.database import DatabaseBackend
+    from django_simba.backends.database import AnyDatabaseBackend
 
-    backend = DatabaseBackend({"alias": "default", **options}, timeout=5.0)
+    backend = AnyDatabaseBackend.build({"alias": "default", **options}, timeout=5.0)
     if backend.notifies:
         backend.subscribe(lambda event: None)  # as the engine does: the listener connects
     return backend

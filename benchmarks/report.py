@@ -15,6 +15,9 @@ Targets (never timed assertions in tests, only columns here):
   the process's thread count the same whatever N (within ``THREADS_SLACK``), the
   coroutines' hand-off p50 within 1.5x of the threads' at the same N, no waiter
   starved (least / most acquisitions at least 0.5), no overlap.
+* parallel names (N threads of one process, each on a name of its own): no error at
+  any N, and at least ``PARALLEL_SHARE`` of the cycles/s of N raw clients;
+* client CPU per uncontended cycle within ``CPU_FACTOR`` of the raw client's.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .scenarios.common import Outcome
-from .targets import FLOOR, NATIVE, PEER, SIMBA, TARGETS, Target
+from .targets import FLOOR, NATIVE, PEER, SIMBA, SPI, TARGETS, Target
 
 FLOOR_FACTOR = 1.5
 NOTIFYING = ("memory", "redis", "zookeeper", "postgresql")
@@ -33,6 +36,10 @@ STARVED_SHARE = 0.10
 #: async: coroutines' hand-off p50 at most this times the threads'; least / most at least this.
 ASYNC_HANDOFF_FACTOR = 1.5
 ASYNC_FAIRNESS = 0.5
+#: parallel names: the engine's cycles/s at least this share of N raw clients'.
+PARALLEL_SHARE = 0.70
+#: client CPU per cycle: the engine's at most this times the raw client's.
+CPU_FACTOR = 1.5
 #: async: how far the peak thread count of coroutine rows may spread across N (a helper thread
 #: of the engine, say, started by one row and not another).
 THREADS_SLACK = 2
@@ -419,6 +426,127 @@ def async_table(outcomes: list[Outcome]) -> str:
     )
 
 
+# -- parallel names and CPU ----------------------------------------------------------------
+
+
+def _parallel_rows(outcome: Outcome, subject: str) -> dict[int, dict[str, Any]]:
+    return {row["n"]: row for row in outcome.values.get("rows", []) if row["subject"] == subject}
+
+
+def parallel_checks(outcomes: list[Outcome]) -> dict[str, dict[str, Any]]:
+    from .scenarios.parallel import ENGINE, RAW
+
+    checks: dict[str, dict[str, Any]] = {}
+    for outcome in outcomes:
+        if outcome.error:
+            continue
+        ours, raw = _parallel_rows(outcome, ENGINE), _parallel_rows(outcome, RAW)
+        found: dict[str, Any] = {}
+        for n, row in ours.items():
+            theirs = raw.get(n)
+            share = row["ops"] / theirs["ops"] if theirs and theirs["ops"] else None
+            found[f"n={n}"] = {
+                "no_error": {"ok": row["errors"] == 0, "errors": row["errors"]},
+                "share": None if share is None else {"ok": share >= PARALLEL_SHARE, "ratio": share},
+            }
+        checks[outcome.target] = found
+    return checks
+
+
+def parallel_table(outcomes: list[Outcome]) -> str:
+    from .scenarios.parallel import ENGINE, ENGINE_POOL, RAW
+
+    checks = parallel_checks(outcomes)
+    rows = []
+    for outcome in outcomes:
+        target = target_of(outcome)
+        if outcome.error:
+            rows.append([target.family, "error", *[""] * 8])
+            continue
+        ours, pooled, raw = (_parallel_rows(outcome, s) for s in (ENGINE, ENGINE_POOL, RAW))
+        for n in sorted(ours):
+            row, check = ours[n], checks[outcome.target][f"n={n}"]
+            share = check["share"]
+            rows.append(
+                [
+                    target.family,
+                    f"{n:,}",
+                    f"{_num(row['ops'])} ({_num(row['cpu_us'])})",
+                    str(row["errors"]),
+                    f"{_num(pooled[n]['ops'])} ({pooled[n]['errors']})" if n in pooled else "-",
+                    f"{_num(raw[n]['ops'])} ({_num(raw[n]['cpu_us'])})" if n in raw else "-",
+                    str(raw[n]["errors"]) if n in raw else "-",
+                    f"{verdict(share['ok'])} {share['ratio']:.0%}" if share else "",
+                    verdict(check["no_error"]["ok"]),
+                ]
+            )
+    return table(
+        [
+            "backend",
+            "N",
+            "django-simba cycles/s (CPU µs/cycle)",
+            "errors",
+            "pool = N: cycles/s (errors)",
+            "raw cycles/s (CPU µs/cycle)",
+            "raw errors",
+            f"≥{PARALLEL_SHARE:.0%} raw",
+            "no error",
+        ],
+        rows,
+    )
+
+
+def cpu_checks(outcomes: list[Outcome]) -> dict[str, dict[str, Any]]:
+    checks: dict[str, dict[str, Any]] = {}
+    for outcome in outcomes:
+        if outcome.error:
+            continue
+        measured = outcome.values["subjects"]
+        floor = next((key for key in measured if _BY_KEY[key].role == FLOOR), None)
+        if floor is None:
+            continue
+        ratio = measured[outcome.target]["cpu_us"] / measured[floor]["cpu_us"]
+        checks[outcome.target] = {"ok": ratio <= CPU_FACTOR, "ratio": ratio, "floor": floor}
+    return checks
+
+
+def cpu_table(outcomes: list[Outcome]) -> str:
+    checks = cpu_checks(outcomes)
+    rows = []
+    for outcome in outcomes:
+        target = target_of(outcome)
+        if outcome.error:
+            rows.append([target.family, "error", "", "", "", ""])
+            continue
+        measured = outcome.values["subjects"]
+        by_role = {_BY_KEY[key].role: value["cpu_us"] for key, value in measured.items()}
+        check = checks.get(outcome.target)
+        rows.append(
+            [
+                target.family,
+                _num(by_role.get(SIMBA)),
+                _num(by_role.get(SPI)),
+                _num(by_role.get(FLOOR)),
+                f"{check['ratio']:.2f}x" if check else "-",
+                verdict(check["ok"]) if check else "",
+            ]
+        )
+    return table(
+        ["backend", "django-simba µs", "SPI alone µs", "raw client µs", "engine / raw", f"≤{CPU_FACTOR}x"],
+        rows,
+    )
+
+
+def _parallel_title(settings: dict[str, Any]) -> str:
+    seconds, ttl = settings.get("parallel_seconds"), settings.get("parallel_ttl")
+    rounds = settings.get("contention_rounds")
+    return (
+        f"N threads of one process, each cycling a name of its own, for {seconds} s (lease {ttl} s,"
+        f" renewed every third), beside N raw clients on a connection each; median of {rounds} rounds,"
+        " errors summed"
+    )
+
+
 def render(results: dict[str, list[Outcome]], meta: dict[str, Any]) -> str:
     parts = [f"django-simba benchmarks ({meta['profile']}): {meta['command']}", ""]
     settings = meta.get("settings", {})
@@ -440,6 +568,13 @@ def render(results: dict[str, list[Outcome]], meta: dict[str, Any]) -> str:
             f"{settings.get('contention_rounds')} rounds; with N = 1 a hand-off is the contender's own "
             "release -> next acquisition)",
             async_table,
+        ),
+        ("parallel", _parallel_title(settings), parallel_table),
+        (
+            "cpu",
+            "Client CPU per uncontended acquire + release (time.process_time over every thread of one"
+            f" process; blocks of {settings.get('cpu_block_cycles')} cycles alternating; median block)",
+            cpu_table,
         ),
     ]
     for key, title, render_table in sections:
@@ -474,4 +609,6 @@ def all_checks(results: dict[str, list[Outcome]]) -> dict[str, Any]:
         "keepalive": keepalive_checks(results.get("keepalive", [])),
         "takeover": takeover_checks(results.get("takeover", [])),
         "async": async_checks(results.get("async", [])),
+        "parallel": parallel_checks(results.get("parallel", [])),
+        "cpu": cpu_checks(results.get("cpu", [])),
     }

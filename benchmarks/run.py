@@ -1,7 +1,8 @@
 """The benchmark's single entry point.
 
     python -m benchmarks.run [--quick | --smoke] [--only redis,postgresql,...]
-                             [--scenarios uncontended,contended,keepalive,takeover,memory,async]
+                             [--scenarios uncontended,contended,keepalive,takeover,memory,async,
+                                          parallel,cpu]
                              [--json out.json]
 
 Prints one table per scenario, with the targets of issue 8 as PASS / FAIL
@@ -24,7 +25,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Any
 
-from .scenarios import contended, coroutines, keepalive, memory, takeover, uncontended
+from .scenarios import contended, coroutines, cpu, keepalive, memory, parallel, takeover, uncontended
 from .scenarios.common import PROFILES, Outcome
 from .targets import FAMILIES, select
 from .workers import WorkerPool, setup_django
@@ -36,6 +37,8 @@ SCENARIOS: dict[str, Any] = {
     "takeover": takeover,
     "memory": memory,
     "async": coroutines,
+    "parallel": parallel,
+    "cpu": cpu,
 }
 
 PACKAGES = (

@@ -20,8 +20,8 @@ from .peers.base import Env
 CALL_TIMEOUT = 5.0
 #: ZooKeeper nodes of the benchmark live apart from the tests'.
 ZOOKEEPER_ROOT = "/simba-bench"
-#: Threads that acquire many leases at once. SQLite gets one: it has a single writer, and eight
-#: threads of one process waiting on its lock starve each other (and the keep-alive) past the timeout.
+#: Threads that acquire many leases at once. SQLite gets one: it has a single writer, so more
+#: threads would only queue for the process's turn.
 BULK_THREADS = {"sqlite": 1}
 
 
@@ -33,8 +33,13 @@ _memory_backend: LeaseBackend | None = None
 _memory_lock = threading.Lock()
 
 
-def build_backend(family: str, env: Env, *, timeout: float = CALL_TIMEOUT) -> LeaseBackend:
-    """A backend of ``family`` on the benchmark's servers (memory: one shared per process)."""
+def build_backend(
+    family: str, env: Env, *, timeout: float = CALL_TIMEOUT, pool: int | None = None
+) -> LeaseBackend:
+    """A backend of ``family`` on the benchmark's servers (memory: one shared per process).
+
+    ``pool``: the database backends' ``max_connections`` (their default otherwise).
+    """
     global _memory_backend
     if family == "memory":
         from django_simba.backends.memory.backend import MemoryBackend
@@ -48,9 +53,12 @@ def build_backend(family: str, env: Env, *, timeout: float = CALL_TIMEOUT) -> Le
 
         return RedisBackend({"url": env["redis_url"]}, timeout=timeout)
     if family in ("postgresql", "mysql", "sqlite"):
-        from django_simba.backends.database import DatabaseBackend
+        from django_simba.backends.database import AnyDatabaseBackend
 
-        backend: LeaseBackend = DatabaseBackend({"alias": family}, timeout=timeout)
+        options: dict[str, object] = {"alias": family}
+        if pool is not None:
+            options["max_connections"] = pool
+        backend: LeaseBackend = AnyDatabaseBackend.build(options, timeout=timeout)
         return backend
     if family == "zookeeper":
         from django_simba.backends.zookeeper import ZookeeperBackend
@@ -64,8 +72,8 @@ def engine_config(ttl: float) -> EngineConfig:
     return EngineConfig(lease_duration=ttl, renew_interval=ttl / 3, metadata="benchmark")
 
 
-def start_engine(family: str, env: Env, ttl: float) -> Engine:
-    engine = Engine(build_backend(family, env), engine_config(ttl))
+def start_engine(family: str, env: Env, ttl: float, *, pool: int | None = None) -> Engine:
+    engine = Engine(build_backend(family, env, pool=pool), engine_config(ttl))
     engine.wait_for_session(30)
     return engine
 

@@ -29,9 +29,13 @@ from .errors import (
     SimbaError,
     StaleToken,
     TermEnded,
+    UnsafeAcl,
     WrongLease,
 )
 from .lazy import lazy_exports
+from .redacted_logs import LOGGERS, redact_records_of
+
+redact_records_of(*LOGGERS)  # before any module logs: no credential in any record of the package
 
 __version__ = "0.1.0.dev0"
 
@@ -50,6 +54,7 @@ _LAZY = {
     "aowner": "django_simba.aio",
     "aleases": "django_simba.aio",
     "get_engine": "django_simba.registry",
+    "is_serving_process": "django_simba.servers.serving",
     "Term": "django_simba.engine",
     "EndReason": "django_simba.engine",
     "fenced": "django_simba.fencing",
@@ -62,6 +67,7 @@ if TYPE_CHECKING:
     from .engine import EndReason, Term
     from .fencing import fenced
     from .registry import get_engine
+    from .servers.serving import is_serving_process
 
 
 __getattr__ = lazy_exports(__name__, globals(), _LAZY)
@@ -86,6 +92,7 @@ __all__ = [
     "StaleToken",
     "Term",
     "TermEnded",
+    "UnsafeAcl",
     "WrongLease",
     "aelection",
     "agroup",
@@ -97,6 +104,7 @@ __all__ = [
     "fenced",
     "get_engine",
     "group",
+    "is_serving_process",
     "leases",
     "lock",
     "owner",

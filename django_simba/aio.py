@@ -30,8 +30,9 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .engine import AsyncLock as EngineAsyncLock
-from .engine import AsyncSemaphore, EndReason, Term
+from .engine import AsyncLock, AsyncSemaphore, EndReason, Term
+from .engine.callbacks import check_callback
+from .engine.config import check_seconds
 from .engine.waiters import session_live
 from .spi import LeaseInfo, Member, validate_name
 
@@ -68,26 +69,6 @@ def _get_engine() -> Any:
     return get_engine()
 
 
-class AsyncLock(EngineAsyncLock):
-    """An exclusive lock on ``name`` for coroutines, on the process's engine; see :func:`alock`.
-
-    Not re-entrant: a task that acquires a lock it already holds gets
-    :class:`~django_simba.LockHeld`. Tasks may share one ``AsyncLock`` (the others
-    wait); every acquisition gets a term with a new token. The engine is looked up at
-    each acquisition, so a lock made at import time follows a changed ``SIMBA`` setting.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        timeout: float | None = None,
-        *,
-        max_hold: float | None = None,
-        on_lost: Callable[[Term, EndReason], Any] | None = None,
-    ) -> None:
-        super().__init__(_get_engine, name, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
-
-
 def alock(
     name: str,
     timeout: float | None = None,
@@ -98,8 +79,14 @@ def alock(
     """A lock on ``name`` for coroutines: ``async with alock("invoices:42", timeout=5) as term: ...``.
 
     Same arguments as :func:`django_simba.lock`; ``on_lost`` runs on the engine's callback thread.
+    Not re-entrant: a task that acquires a lock it already holds gets
+    :class:`~django_simba.LockHeld`. Tasks may share one lock: each waits in line with its own
+    timeout, holds a term with a new token of its own, and releases only that term
+    (``release(term)`` gives back the one it names, from any task); a task whose term ended
+    meanwhile gets ``LeaseLost`` from its exit, and the task holding the lock now is left alone.
+    The engine is looked up at each acquisition, so a lock made at import time reads no settings.
     """
-    return AsyncLock(name, timeout, max_hold=max_hold, on_lost=on_lost)
+    return AsyncLock(_get_engine, name, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
 
 
 def asemaphore(
@@ -170,8 +157,13 @@ class AsyncElection:
         name: str,
         on_elected: TermCallback | None = None,
         on_revoked: TermCallback | None = None,
+        *,
+        serving_only: bool = True,
     ) -> None:
         self.name = validate_name(name)
+        self.serving_only = serving_only
+        check_callback("on_elected", on_elected)
+        check_callback("on_revoked", on_revoked)
         self.on_elected = on_elected
         self.on_revoked = on_revoked
         self._election: Election | None = None
@@ -194,7 +186,9 @@ class AsyncElection:
                 notifier.run(self.on_revoked, term)
 
             election: Election = await _in_thread(
-                lambda: _get_engine().election(self.name, on_elected=elected, on_revoked=revoked)
+                lambda: _get_engine().election(
+                    self.name, on_elected=elected, on_revoked=revoked, serving_only=self.serving_only
+                )
             )
             election.add_listener(notifier.wake)  # refused, or the engine closed: a decision too
             self._election = election
@@ -219,6 +213,7 @@ class AsyncElection:
 
     async def wait_elected(self, timeout: float | None = None) -> Term:
         """Wait until this candidate leads; :class:`TimeoutError` after ``timeout`` seconds."""
+        timeout = check_seconds("timeout", timeout)
         await self.start()
         notifier = self._notifier
         assert notifier is not None
@@ -232,6 +227,7 @@ class AsyncElection:
 
     async def wait_decided(self, timeout: float | None = None) -> bool:
         """Wait for the first answer (won, or led elsewhere); False on timeout."""
+        timeout = check_seconds("timeout", timeout)
         await self.start()
         notifier = self._notifier
         assert notifier is not None
@@ -270,12 +266,15 @@ def aelection(
     name: str,
     on_elected: TermCallback | None = None,
     on_revoked: TermCallback | None = None,
+    *,
+    serving_only: bool = True,
 ) -> AsyncElection:
     """A candidacy for ``name``: ``e = await aelection("scheduler")`` or ``async with aelection(...) as e``.
 
-    Callbacks may be coroutine functions; they then run on the current event loop.
+    Callbacks may be coroutine functions; they then run on the current event loop. ``serving_only``
+    as for :func:`django_simba.election`.
     """
-    return AsyncElection(name, on_elected, on_revoked)
+    return AsyncElection(name, on_elected, on_revoked, serving_only=serving_only)
 
 
 class AsyncGroup:
@@ -283,6 +282,7 @@ class AsyncGroup:
 
     def __init__(self, name: str, on_change: Callable[[list[Member]], Any] | None = None) -> None:
         self.name = validate_name(name)
+        check_callback("on_change", on_change)
         self.on_change = on_change
         self._group: Group | None = None
         self._creating = asyncio.Lock()
@@ -306,6 +306,7 @@ class AsyncGroup:
 
     async def join(self, timeout: float | None = None) -> None:
         """Become a member for as long as this process's sessions live (until :meth:`leave`)."""
+        timeout = check_seconds("timeout", timeout)
         group = await self._handle()
         engine = _get_engine()
         await session_live(engine, engine.backend.timeout if timeout is None else timeout)

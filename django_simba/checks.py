@@ -16,7 +16,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 
 from . import conf
 from .operations.lognoise import quiet_client_logs
-from .spi import SimbaError
+from .spi import SimbaError, redact
 
 TAG = "simba"
 #: The reachability check gives up after this long whatever ``TIMEOUT`` says: ``check`` must not hang.
@@ -30,7 +30,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 def settings_messages() -> list[CheckMessage]:
     """Every problem of ``settings.SIMBA``, as check messages (also logged at start-up)."""
-    parsed, problems = conf.parse_all(conf._raw())
+    parsed, problems = conf.parse_all(conf.raw_settings())
     messages: list[CheckMessage] = [Error(p.message, hint=p.hint, id=p.id) for p in problems]
     if parsed is not None and parsed.timeout > parsed.renew_interval:
         messages.append(
@@ -70,14 +70,32 @@ def log_settings_problems(logger: logging.Logger) -> bool:
 @register(TAG, deploy=True)
 def check_backend_reachable(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Deployment check: the backend answers (a session is opened and closed)."""
-    parsed, _ = conf.parse(conf._raw())
+    parsed, _ = conf.parse(conf.raw_settings())
     if parsed is None or any(message.is_serious() for message in settings_messages()):
         return []  # the configuration check reports it
     try:
+        missing = _missing_tables(parsed)
+        if missing:
+            alias = parsed.backend_class.tables_alias(parsed.options)
+            return [
+                Error(
+                    f"django-simba's tables are missing in the database {alias!r}: {', '.join(missing)}.",
+                    hint="Run manage.py migrate (the database backend keeps sessions and leases there).",
+                    id="django_simba.E021",
+                )
+            ]
         with quiet_client_logs():
             _open_and_close_a_session(parsed, min(parsed.timeout, REACH_TIMEOUT))
     except Exception as error:  # a check reports, it never raises
-        reason = str(error) if isinstance(error, SimbaError) else f"{type(error).__name__}: {error}"
+        reason = redact(error if isinstance(error, SimbaError) else f"{type(error).__name__}: {error}")
+        if hasattr(error, "check_id"):  # a backend's own finding (ZooKeeper ACLs: E025)
+            return [
+                Error(
+                    f"The Simba {parsed.backend_alias} backend refuses to start: {reason}",
+                    hint=getattr(error, "check_hint", None),
+                    id=error.check_id,
+                )
+            ]
         return [
             Error(
                 f"The Simba {parsed.backend_alias} backend cannot be reached: {reason}",
@@ -88,8 +106,22 @@ def check_backend_reachable(app_configs: Any = None, **kwargs: Any) -> list[Chec
     return []
 
 
+def _missing_tables(parsed: conf.SimbaSettings) -> list[str]:
+    """The tables of a backend that ``uses_tables`` not found in its database (a connection error raises)."""
+    backend_class = parsed.backend_class
+    if not backend_class.uses_tables:
+        return []
+    from django.db import connections
+
+    from .models import Lease, Member, ReclaimFloor, Session
+
+    found = set(connections[backend_class.tables_alias(parsed.options)].introspection.table_names())
+    tables = [model._meta.db_table for model in (Session, Lease, Member, ReclaimFloor)]
+    return [table for table in tables if table not in found]
+
+
 def _open_and_close_a_session(parsed: conf.SimbaSettings, timeout: float) -> None:
-    backend = conf.load_backend_class(parsed.backend)(parsed.options, timeout=timeout)
+    backend = conf.load_backend_class(parsed.backend).build(parsed.options, timeout=timeout)
     try:
         opened = backend.open_session(parsed.lease_duration, "django_simba check")
         backend.close_session(opened.session_id)

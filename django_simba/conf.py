@@ -22,7 +22,11 @@ from django.conf import settings as django_settings
 from django.utils.module_loading import import_string
 
 from .backends import BACKEND_ALIASES
-from .spi import ConfigurationError, LeaseBackend, validate_metadata
+from .engine.config import seconds_problem
+from .servers.recognise import management_command, program_name
+from .spi import ConfigurationError, LeaseBackend, redact, validate_metadata
+from .spi.floor import MAX_TOKEN_FLOOR
+from .spi.redaction import remember_secrets_in
 
 DEFAULTS: dict[str, Any] = {
     "BACKEND": "database",
@@ -34,7 +38,9 @@ DEFAULTS: dict[str, Any] = {
     "TIMEOUT": None,  # None: the renew interval
     "AUTOSTART": True,
     "PREFORK_PARENT": None,  # None: recognise gunicorn's --preload master and Celery's prefork main process
-    "METADATA": None,  # None: "host=... pid=... cmd=..." of the process
+    "METADATA": None,  # None: "host=... pid=... program=..." of the process
+    "SERVING_COMMANDS": (),  # management commands and programs that serve, besides the known servers
+    "TOKEN_FLOOR": 0,  # added to every token: the highest token of the backend moved from
 }
 
 
@@ -57,6 +63,8 @@ class SimbaSettings:
     autostart: bool = True
     prefork_parent: bool | None = None
     metadata: str | None = None
+    serving_commands: frozenset[str] = frozenset()
+    token_floor: int = 0
 
     @property
     def backend_alias(self) -> str:
@@ -73,27 +81,27 @@ class SimbaSettings:
 
 
 def default_metadata() -> str:
-    """Who this process is, for status tools: host, pid and command."""
-    command = " ".join(os.path.basename(arg) if i == 0 else arg for i, arg in enumerate(sys.argv[:3]))
-    text = f"host={socket.gethostname()} pid={os.getpid()} cmd={command}"
+    """Who this process is, for status tools: host, pid and program (``manage.py runserver``,
+    ``gunicorn``...). Never its arguments: a command line can carry a secret."""
+    program = program_name(sys.argv) or "python"
+    command = management_command(sys.argv)
+    if command:
+        program = f"{program} {command}"
+    text = f"host={socket.gethostname()} pid={os.getpid()} program={program}"
     return "".join(ch if ch.isprintable() else "?" for ch in text)[:1024]
 
 
-def _raw() -> Any:
+def raw_settings() -> Any:
+    """``settings.SIMBA`` as it is written (``{}`` when unset)."""
     return getattr(django_settings, "SIMBA", {})
 
 
 def _seconds(raw: Mapping[str, Any], key: str, problem_id: str, problems: list[SettingProblem]) -> float:
     value = raw.get(key, DEFAULTS[key])
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        problems.append(
-            SettingProblem(
-                problem_id,
-                f"SIMBA['{key}'] must be a positive number of seconds, not {value!r}.",
-                f"Use a number such as {DEFAULTS[key] or DEFAULTS['RENEW_INTERVAL']}.",
-            )
-        )
-        return float(DEFAULTS[key] or DEFAULTS["RENEW_INTERVAL"])
+    problem = seconds_problem(f"SIMBA['{key}']", value, allow_zero=False, allow_none=False)
+    if problem is not None:
+        problems.append(SettingProblem(problem_id, f"{problem}.", f"Use a number such as {DEFAULTS[key]}."))
+        return float(DEFAULTS[key])
     return float(value)
 
 
@@ -153,11 +161,11 @@ def parse(raw: Any) -> tuple[SimbaSettings | None, list[SettingProblem]]:
     timeout = raw.get("TIMEOUT", DEFAULTS["TIMEOUT"])
     if timeout is None:
         timeout = renew
-    elif isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+    elif problem := seconds_problem("SIMBA['TIMEOUT']", timeout, allow_zero=False, allow_none=False):
         problems.append(
             SettingProblem(
                 "django_simba.E011",
-                f"SIMBA['TIMEOUT'] must be None or a positive number of seconds, not {timeout!r}.",
+                f"{problem} (or None).",
                 "Leave it unset: every backend call then times out after RENEW_INTERVAL.",
             )
         )
@@ -196,6 +204,8 @@ def parse(raw: Any) -> tuple[SimbaSettings | None, list[SettingProblem]]:
                 )
             )
             metadata = None
+    serving_commands = _serving_commands(raw.get("SERVING_COMMANDS", DEFAULTS["SERVING_COMMANDS"]), problems)
+    token_floor = _token_floor(raw.get("TOKEN_FLOOR", DEFAULTS["TOKEN_FLOOR"]), problems)
     if backend is None:
         return None, problems
     return (
@@ -210,9 +220,42 @@ def parse(raw: Any) -> tuple[SimbaSettings | None, list[SettingProblem]]:
             autostart=autostart,
             prefork_parent=prefork_parent,
             metadata=metadata,
+            serving_commands=serving_commands,
+            token_floor=token_floor,
         ),
         problems,
     )
+
+
+def _token_floor(value: Any, problems: list[SettingProblem]) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_FLOOR:
+        problems.append(
+            SettingProblem(
+                "django_simba.E018",
+                f"SIMBA['TOKEN_FLOOR'] must be an int from 0 to 2**62, not {value!r}.",
+                "Set it to the highest token of the backend you moved from (manage.py simba_tokens "
+                "prints it there), and never lower it.",
+            )
+        )
+        return 0
+    return value
+
+
+def _serving_commands(value: Any, problems: list[SettingProblem]) -> frozenset[str]:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list | tuple | set | frozenset) or not all(
+        isinstance(name, str) and name and not name.startswith("-") for name in names
+    ):
+        problems.append(
+            SettingProblem(
+                "django_simba.E017",
+                f"SIMBA['SERVING_COMMANDS'] must be a list of command or program names, not {value!r}.",
+                "Name the management commands (e.g. 'run_scheduler') or programs (e.g. 'daphne') whose "
+                "processes serve, besides the servers and workers django-simba knows.",
+            )
+        )
+        return frozenset()
+    return frozenset(names)
 
 
 def _backend_path(value: Any, problems: list[SettingProblem]) -> str | None:
@@ -223,7 +266,8 @@ def _backend_path(value: Any, problems: list[SettingProblem]) -> str | None:
         )
         return None
     path = BACKEND_ALIASES.get(value, value)
-    if "." not in path:
+    # a dotted path of names: "." or ".x.Y" would reach import_string as a ValueError or TypeError
+    if "." not in path or not all(part.isidentifier() for part in path.split(".")):
         problems.append(SettingProblem("django_simba.E003", f"Unknown SIMBA['BACKEND'] {value!r}.", hint))
         return None
     return path
@@ -242,6 +286,18 @@ def load_backend_class(path: str) -> type[LeaseBackend]:
     return cls
 
 
+def remember_secrets(options: Mapping[str, Any]) -> None:
+    """Mask the secrets of ``OPTIONS`` (and of the cache they borrow a server from) in every message.
+
+    A driver may quote a piece of a password where nothing says it is one ("port 'ab'" of a
+    password ``ab/cd``): known beforehand, it is masked wherever it shows up.
+    """
+    remember_secrets_in(options)
+    cache = options.get("cache")
+    if isinstance(cache, str):
+        remember_secrets_in(getattr(django_settings, "CACHES", {}).get(cache))
+
+
 def parse_all(raw: Any) -> tuple[SimbaSettings | None, list[SettingProblem]]:
     """:func:`parse`, and then what the backend class says of its ``OPTIONS``."""
     parsed, problems = parse(raw)
@@ -252,19 +308,26 @@ def parse_all(raw: Any) -> tuple[SimbaSettings | None, list[SettingProblem]]:
 
 def backend_problems(parsed: SimbaSettings) -> list[SettingProblem]:
     """The backend class judges its own ``OPTIONS`` (without I/O), under its own check id."""
+    remember_secrets(parsed.options)
     try:
         backend_class = load_backend_class(parsed.backend)
     except ConfigurationError as error:
         hint = "Install the backend's extra, e.g. pip install 'django-simba[redis]'."
-        return [SettingProblem("django_simba.E003", str(error), hint)]
-    return [
+        return [SettingProblem("django_simba.E003", redact(error), hint)]
+    problems = [
         SettingProblem(
             backend_class.options_check_id,
-            f"SIMBA['OPTIONS'] do not suit the {parsed.backend_alias} backend: {problem.message}.",
-            problem.hint,
+            redact(f"SIMBA['OPTIONS'] do not suit the {parsed.backend_alias} backend: {problem.message}."),
+            redact(problem.hint),
         )
         for problem in backend_class.options_problems(parsed.options, timeout=parsed.timeout)
     ]
+    lease = backend_class.lease_duration_problem(parsed.lease_duration)
+    if lease is not None:
+        problems.append(
+            SettingProblem("django_simba.E004", f"SIMBA['LEASE_DURATION']: {lease.message}.", lease.hint)
+        )
+    return problems
 
 
 _cached: SimbaSettings | None = None
@@ -274,7 +337,7 @@ def get_settings() -> SimbaSettings:
     """The current settings; raises ConfigurationError on an invalid ``SIMBA``."""
     global _cached
     if _cached is None:
-        parsed, problems = parse_all(_raw())
+        parsed, problems = parse_all(raw_settings())
         if problems or parsed is None:
             first = problems[0]
             raise ConfigurationError(f"{first.message} {first.hint} ({first.id})")

@@ -22,6 +22,10 @@ functions (put it under ``@app.task``), Django tasks (see
 :mod:`django_simba.task_framework`) and a management command's ``handle``.
 A skipped call returns a :class:`Skipped` value and logs why; the term is
 available to the function as ``current_term()`` for fencing.
+
+In lock mode the name may come from each call's arguments, as a template
+(``"invoice:{invoice_id}"``) or a function: one lock per value (see
+:mod:`django_simba.task_names`).
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ from typing import Any, Literal, ParamSpec, TypeVar, cast
 from .engine import Election, Lock, Term
 from .engine.semaphore import permit_names
 from .errors import LeaseLost
-from .spi import LeaseInfo, LockTimeout, validate_name
+from .spi import MAX_NAME_LENGTH, LeaseInfo, LockTimeout, SimbaError, redact, validate_name
+from .task_names import CallNames, NameSpec, is_template, name_per_call
 
 logger = logging.getLogger("django_simba.tasks")
 
@@ -124,7 +129,7 @@ def task_name_for(fn: Callable[..., Any], *, length: int = 128) -> str:
 
 
 def singleton_task(
-    name: str | None = None,
+    name: NameSpec | None = None,
     mode: Literal["leader", "lock"] | None = None,
     *,
     timeout: float = 0,
@@ -139,6 +144,10 @@ def singleton_task(
     the election's first answer (default: the backend timeout), so the first
     call on the leader is not skipped. ``permits``: at most that many calls at
     once in the cluster, each holding a permit of a semaphore (lock mode only).
+
+    ``name`` may be a template filled with each call's arguments, ``"invoice:{invoice_id}"``,
+    or a function of them (lock mode only; see :mod:`django_simba.task_names`): one lock per
+    value, checked against the function's signature when decorating.
     """
     if mode is None:
         mode = "leader" if permits is None else "lock"
@@ -147,39 +156,69 @@ def singleton_task(
     if permits is not None:
         if mode != "lock":
             raise ValueError("permits needs mode='lock': in leader mode one instance runs the calls")
-        permit_names(name or "task", permits)  # a count out of range, or a name with no room for ':N'
-    elif name is not None:
-        validate_name(name)
+        # a count out of range, or a fixed name with no room for ':N'
+        permit_names(name if isinstance(name, str) and not is_template(name) else "task", permits)
+    room = MAX_NAME_LENGTH - (0 if permits is None else len(f":{permits}"))
+    per_call = name_per_call(name, room)  # None for a fixed name (checked here) or the default one
+    if per_call is not None and mode == "leader":
+        raise ValueError(
+            "a singleton_task name made from the call's arguments needs mode='lock': leader mode keeps "
+            "a candidacy per name in every process, which would be one per value, for ever"
+        )
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R | Skipped]:
-        task = name or task_name_for(fn, length=128 - (0 if permits is None else len(f":{permits}")))
-        runner = (
-            _LeaderRunner(task, wait_for_election)
-            if mode == "leader"
-            else _LockRunner(task, timeout, max_hold, permits)
-        )
+        names = None if per_call is None else CallNames(fn, per_call, _name_check(permits))
+        task = None if names is not None else cast(str | None, name) or task_name_for(fn, length=room)
+        fixed: _Runner | None = None
+        if task is not None:
+            fixed = (
+                _LeaderRunner(task, wait_for_election)
+                if mode == "leader"
+                else _LockRunner(task, timeout, max_hold, permits)
+            )
+
+        def name_for(*args: Any, **kwargs: Any) -> str:
+            """The lease name of a call with these arguments."""
+            if task is not None:
+                return task
+            assert names is not None
+            return names(args, kwargs)
+
+        def runner(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Runner:
+            if fixed is not None:
+                return fixed  # one runner: in leader mode it keeps the process's candidacy
+            return _LockRunner(name_for(*args, **kwargs), timeout, max_hold, permits)
 
         if inspect.iscoroutinefunction(fn):
             call_async = cast(Callable[..., Awaitable[Any]], fn)
 
             @functools.wraps(fn)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                return await runner.run_async(lambda: call_async(*args, **kwargs))
+                return await runner(args, kwargs).run_async(lambda: call_async(*args, **kwargs))
 
             wrapped = cast(Callable[P, R | Skipped], run_async)
         else:
 
             @functools.wraps(fn)
             def run(*args: P.args, **kwargs: P.kwargs) -> R | Skipped:
-                return runner.run(lambda: fn(*args, **kwargs))
+                return runner(args, kwargs).run(lambda: fn(*args, **kwargs))
 
             wrapped = run
-        wrapped.simba_name = task  # type: ignore[attr-defined]
+        # the name, or the template (None for a name function); simba_name_for(...) names one call
+        wrapped.simba_name = task if names is None else names.shown  # type: ignore[attr-defined]
+        wrapped.simba_name_for = name_for  # type: ignore[attr-defined]
         wrapped.simba_mode = mode  # type: ignore[attr-defined]
         wrapped.simba_permits = permits  # type: ignore[attr-defined]
         return wrapped
 
     return decorate
+
+
+def _name_check(permits: int | None) -> Callable[[str], object]:
+    """The rule a call's name must keep: a lease name's, or with permits, room for ':N' as well."""
+    if permits is None:
+        return validate_name
+    return functools.partial(permit_names, permits=permits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +347,8 @@ class _LeaderRunner(_Runner):
         self._election: Election | None = None
         self._mutex = threading.Lock()
         self._warned = False
+        #: The skip last logged at INFO: the next is logged so only when the leader (or why) changed.
+        self._last_skip: tuple[str, str | None, int | None] | None = None
 
     def election(self) -> Election:
         from .registry import get_engine
@@ -315,7 +356,7 @@ class _LeaderRunner(_Runner):
         engine = get_engine()
         with self._mutex:
             election = self._election
-            if election is None or election.closed or election.engine is not engine:
+            if election is None or election.closed or election.port is not engine:
                 election = self._election = engine.election(self.name)
         wait = engine.backend.timeout if self.wait is None else self.wait
         election.wait_decided(wait)
@@ -335,11 +376,28 @@ class _LeaderRunner(_Runner):
                 )
         election = self.election()
         term = election.term
-        if term is None:
-            skipped = Skipped(self.name, "this instance is not the leader", election.leader())
-            logger.info("%s", skipped)
-            return skipped
-        return _Entered(term, _nothing_to_leave)
+        if term is not None:
+            return _Entered(term, _nothing_to_leave)
+        skipped = self._skip(election)
+        holder = skipped.holder
+        seen = (skipped.reason, holder.session_id if holder else None, holder.token if holder else None)
+        # Every non-leader skips every call: say so once per change of leader, not at every call.
+        logger.log(logging.INFO if seen != self._last_skip else logging.DEBUG, "%s", skipped)
+        self._last_skip = seen
+        return skipped
+
+    def _skip(self, election: Election) -> Skipped:
+        """Why this call does not run here: another leads, this process does not serve, or the backend
+        cannot be reached (a periodic caller's next call may run: never an exception)."""
+        if election.held:
+            from .servers.serving import decision
+
+            return Skipped(self.name, f"{decision()}: leader-mode tasks run in serving processes only")
+        try:
+            holder = election.leader()
+        except SimbaError as error:
+            return Skipped(self.name, f"not the leader: the backend cannot be reached ({redact(error)})")
+        return Skipped(self.name, "this instance is not the leader", holder)
 
 
 def queued_task_runner() -> str | None:

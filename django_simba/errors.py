@@ -59,7 +59,24 @@ class BackendTimeout(BackendUnavailable, TimeoutError):
 
 
 class ConfigurationError(SimbaError):
-    """The configuration is invalid (a setting, a backend option, a server setting)."""
+    """The configuration is invalid (a setting, a backend option, a server setting).
+
+    ``hint`` says how to fix this very problem; the system check shows it (else the backend's own).
+    """
+
+    def __init__(self, *args: object, hint: str | None = None) -> None:
+        super().__init__(*args)
+        self.hint = hint
+
+
+class UnsafeAcl(ConfigurationError):
+    """A ZooKeeper node the backend relies on lets others do more than the configured ACL allows."""
+
+    check_id = "django_simba.E025"
+    check_hint = (
+        "Fix the node's ACL (zkCli.sh: setAcl -R <node> <acl>), after looking for nodes planted "
+        "under it, or give SIMBA['OPTIONS'] a new 'root' for the backend to create with its ACL."
+    )
 
 
 class NotSupported(SimbaError, NotImplementedError):

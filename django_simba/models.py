@@ -1,9 +1,11 @@
-"""Tables of the database backend: sessions, leases and group memberships.
+"""Tables of the database backend: sessions, leases, group memberships and the reclaim floor.
 
-The backend reads and writes them with raw SQL (``backends/database/dialects``);
+The backend reads and writes them with raw SQL (each vendor's module in ``backends/database``);
 the models exist for migrations, the admin and ad-hoc queries. Times are
 epoch milliseconds on the database's clock, never the application host's.
-Lease rows are never deleted: a row keeps its name's token, so tokens never reset.
+A lease row keeps its name's token while the name is in use; the purge deletes the rows of
+names idle for a while, and a row made again starts above the reclaim floor, so a name's
+tokens never go back.
 """
 
 from __future__ import annotations
@@ -100,15 +102,46 @@ class Lease(models.Model):
         db_default=False,
         help_text="Another session was refused this name during the current term (polled databases).",
     )
+    freed_at: models.BigIntegerField[int, int] = models.BigIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Database time, epoch milliseconds, when its last term ended (while free).",
+    )
 
     class Meta:
         db_table = "simba_lease"
-        indexes = [models.Index(fields=["session_id"], name="simba_lease_session")]
+        # The holder's rows, and the free rows longest idle (what the purge reclaims first).
+        indexes = [models.Index(fields=["session_id", "freed_at"], name="simba_lease_session")]
         verbose_name = "lease"
         permissions = [("force_release_lease", "Can force-release a lease")]
 
     def __str__(self) -> str:
         return self.name
+
+
+class ReclaimFloor(models.Model):
+    """One row: every lease row made from now on starts above ``floor``, a token at least as high
+    as any of a row the purge deleted. Only the purge writes it (``backends/database``)."""
+
+    id: models.PositiveSmallIntegerField[int, int] = models.PositiveSmallIntegerField(
+        primary_key=True, default=1
+    )
+    floor: models.BigIntegerField[int, int] = models.BigIntegerField(
+        default=0, help_text="Lease rows made from now on start above this token."
+    )
+    settled: models.BigIntegerField[int, int] = models.BigIntegerField(
+        default=0, help_text="A floor older than any call: free rows with tokens up to it may go."
+    )
+    raised_at: models.BigIntegerField[int, int] = models.BigIntegerField(
+        default=0, help_text="Database time, epoch milliseconds, when the floor was last raised."
+    )
+
+    class Meta:
+        db_table = "simba_reclaim"
+        verbose_name = "reclaim floor"
+
+    def __str__(self) -> str:
+        return f"above {self.floor}"
 
 
 class Member(models.Model):

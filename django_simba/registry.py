@@ -2,26 +2,46 @@
 
 One engine per process: every lock, election and group of the process shares
 its one session. ``reset()`` closes it (tests; ``SIMBA`` changed).
+
+The registry imports nothing of the servers, signals or metrics: it is handed,
+by the app's configuration (:func:`django_simba.servers.wiring.compose`), what
+to do to every engine it builds (:func:`configure`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Sequence
 
 from .conf import SimbaSettings, default_metadata, get_settings, load_backend_class
 from .engine import Engine, EngineConfig
 from .spi import LeaseBackend
+from .spi.floor import with_token_floor
 
 logger = logging.getLogger("django_simba")
 
+#: Done to every engine the registry builds, in order, before anyone gets it.
+EngineSetup = Callable[[Engine], object]
+
 _engine: Engine | None = None
+_setup: tuple[EngineSetup, ...] = ()
 _lock = threading.Lock()
 
 
+def configure(setup: Sequence[EngineSetup]) -> None:
+    """What to do to every engine built from now on: hold where the process does not serve, send
+    the signals, feed the metrics (idempotent: the same steps replace the ones before)."""
+    global _setup
+    _setup = tuple(setup)
+
+
 def build_backend(settings: SimbaSettings) -> LeaseBackend:
+    """The configured backend, its tokens lifted by ``TOKEN_FLOOR`` (for the engine and the tools alike)."""
     backend_class = load_backend_class(settings.backend)
-    return backend_class(settings.options, timeout=settings.timeout)
+    return with_token_floor(
+        backend_class.build(settings.options, timeout=settings.timeout), settings.token_floor
+    )
 
 
 def build_engine(settings: SimbaSettings | None = None) -> Engine:
@@ -34,15 +54,8 @@ def build_engine(settings: SimbaSettings | None = None) -> Engine:
         metadata=settings.metadata if settings.metadata is not None else default_metadata,
     )
     engine = Engine(build_backend(settings), config)
-    from .integrations import serving
-
-    serving.apply(engine, settings.prefork_parent)  # a process that does not serve holds nothing
-    from .signals import SignalObserver
-
-    engine.observers.append(SignalObserver())
-    from .integrations.prometheus import install_metrics
-
-    install_metrics(engine)  # no-op without prometheus-client
+    for step in _setup:
+        step(engine)
     return engine
 
 

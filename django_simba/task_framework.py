@@ -2,9 +2,9 @@
 
 ::
 
-    from django_simba.task_framework import singleton_task
+    from django_simba.task_framework import singleton_django_task
 
-    @singleton_task("imports.batch", timeout=30)
+    @singleton_django_task("imports.batch", timeout=30)
     def import_batch(batch_id): ...
 
     result = import_batch.enqueue(42)
@@ -16,6 +16,10 @@ at a time in the whole cluster, each with a fencing token higher than the last
 long for the lock; with 0 (the default) it is skipped when another run holds
 it, and the skip is stored as a successful result (a ``Skipped``, a dict of JSON
 values; ``Skipped.from_result(result.return_value)`` reads it back).
+
+The name may be made from each run's arguments, ``@singleton_django_task("invoice:{invoice_id}")``
+or a function of them: runs for one invoice take turns, runs for different invoices go at
+once (see :mod:`django_simba.task_names`).
 
 ``permits=N`` lets up to N runs go at once, each holding a permit of a
 semaphore of the name (see ``docs/semaphores.rst``).
@@ -40,6 +44,7 @@ from typing import Any, Literal
 
 from . import decorators
 from .spi import ConfigurationError
+from .task_names import NameSpec
 
 logger = logging.getLogger("django_simba.tasks")
 
@@ -60,8 +65,8 @@ def framework() -> ModuleType:
     )
 
 
-def singleton_task(
-    name: str | None = None,
+def singleton_django_task(
+    name: NameSpec | None = None,
     mode: Literal["leader", "lock"] = "lock",
     *,
     timeout: float = 0,

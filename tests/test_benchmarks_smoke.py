@@ -30,6 +30,12 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
     return json.loads(out.read_text()), finished.stdout
 
 
+def parallel_rows(data: dict) -> list[dict]:
+    """The parallel-names rows of the memory backend (one per N)."""
+    rows: list[dict] = data["parallel"][0]["rows"]
+    return rows
+
+
 def test_every_scenario_has_its_rows(report: tuple[dict, str]) -> None:
     data, table = report
     assert [o["target"] for o in data["uncontended"]] == ["memory/django-simba", "memory/django-simba SPI"]
@@ -38,7 +44,18 @@ def test_every_scenario_has_its_rows(report: tuple[dict, str]) -> None:
         assert "error" not in data[scenario][0], data[scenario][0].get("error")
     rows = data["async"][0]["rows"]
     assert [(r["mode"], r["n"]) for r in rows] == [(m, n) for n in (1, 20) for m in ("async", "threads")]
-    titles = ("Uncontended", "contending one name", "Keep-alive", "Take-over", "Memory", "on alock")
+    assert [(r["subject"], r["n"]) for r in parallel_rows(data)] == [("django-simba", 1), ("django-simba", 4)]
+    assert [o["target"] for o in data["cpu"]] == ["memory/django-simba"]
+    titles = (
+        "Uncontended",
+        "contending one name",
+        "Keep-alive",
+        "Take-over",
+        "Memory",
+        "on alock",
+        "each cycling a name of its own",
+        "Client CPU per uncontended",
+    )
     for title in titles:
         assert title in table
     assert "| memory  | django-simba SPI |" in table
@@ -59,6 +76,10 @@ def test_measurements_are_plausible(report: tuple[dict, str]) -> None:
     rows = data["async"][0]["rows"]
     assert all(r["overlaps"] == 0 and r["acquisitions"] >= r["quota"] for r in rows)
     assert data["checks"]["async"]["memory/django-simba"]["threads"]["ok"] is True
+    assert all(r["errors"] == 0 and r["ops"] > 0 and r["cpu_us"] > 0 for r in parallel_rows(data))
+    cpu = data["cpu"][0]["subjects"]
+    assert set(cpu) == {"memory/django-simba", "memory/django-simba SPI"}
+    assert all(value["cpu_us"] > 0 for value in cpu.values())
 
 
 def test_checks_are_reported(report: tuple[dict, str]) -> None:
@@ -66,4 +87,5 @@ def test_checks_are_reported(report: tuple[dict, str]) -> None:
     assert data["checks"]["keepalive"]["memory/django-simba"]["ok"] is True
     assert data["checks"]["contended"]["memory/django-simba"]["exclusive"]["ok"] is True
     assert "clean" in data["checks"]["takeover"]["memory/django-simba"]
+    assert data["checks"]["parallel"]["memory/django-simba"]["n=4"]["no_error"]["ok"] is True
     assert "PASS" in table

@@ -31,6 +31,14 @@ class Profile:
     async_per_waiter: int = 3
     async_min_acquisitions: int = 200
     async_budget: float = 30.0
+    #: Independent names: threads (and raw clients) per row, seconds per row, and the lease of
+    #: the issue's report (renewed every third of it: LEASE_DURATION 3, RENEW_INTERVAL 1).
+    parallel_counts: tuple[int, ...] = (1, 4, 16, 64)
+    parallel_seconds: float = 5.0
+    parallel_ttl: float = 3.0
+    #: Client CPU per cycle: blocks of this many cycles, engine and raw client alternating.
+    cpu_blocks: int = 10
+    cpu_block_cycles: int = 500
     ttl: float = 15.0
 
 
@@ -54,6 +62,9 @@ PROFILES = {
         async_per_waiter=2,
         async_min_acquisitions=100,
         async_budget=10.0,
+        parallel_seconds=2.0,
+        cpu_blocks=6,
+        cpu_block_cycles=200,
     ),
     # For the test suite: every scenario runs, each as briefly as it can still mean something.
     "smoke": Profile(
@@ -75,6 +86,10 @@ PROFILES = {
         async_per_waiter=2,
         async_min_acquisitions=20,
         async_budget=2.0,
+        parallel_counts=(1, 4),
+        parallel_seconds=0.5,
+        cpu_blocks=2,
+        cpu_block_cycles=20,
     ),
 }
 

@@ -42,18 +42,19 @@ def hold_many(family: str, env: Env, count: int) -> dict[str, Any]:
     try:
         with ThreadPoolExecutor(threads) as pool:
             warm = [engine.lock(f"{prefix}.warm.{i}") for i in range(threads)]
-            list(pool.map(lambda lock: lock.acquire(30), warm))
-            list(pool.map(lambda lock: lock.release(), warm))
+            # Released by term: a pool thread other than the one that acquired may release it.
+            warm_terms = list(pool.map(lambda lock: lock.acquire(30), warm))
+            list(pool.map(lambda lock, term: lock.release(term), warm, warm_terms))
             gc.collect()
             before = rss_kib()
             locks = [engine.lock(f"{prefix}.{i}") for i in range(count)]
             started = time.perf_counter()
-            list(pool.map(lambda lock: lock.acquire(30), locks))
+            terms = list(pool.map(lambda lock: lock.acquire(30), locks))
             took = time.perf_counter() - started
             gc.collect()
             after = rss_kib()
             held = len(engine.held_terms())
-            list(pool.map(lambda lock: lock.release(), locks))
+            list(pool.map(lambda lock, term: lock.release(term), locks, terms))
         return {
             "leases": count,
             "held": held,

@@ -80,16 +80,12 @@ class LeaseAdmin(_ReadOnly):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         alias = views.tables_alias()
+        rows = super().get_queryset(request).using(alias)
+        rows = rows.annotate(remaining_ms=session_remaining_ms(OuterRef("session_id"), alias))
+        if not views.may_see_metadata(request):
+            return rows  # what a holder says of itself is for those who may view sessions
         sessions = Session.objects.using(alias).filter(session_id=OuterRef("session_id"))
-        return (
-            super()
-            .get_queryset(request)
-            .using(alias)
-            .annotate(
-                remaining_ms=session_remaining_ms(OuterRef("session_id"), alias),
-                holder_metadata=Subquery(sessions.values("metadata")[:1]),
-            )
-        )
+        return rows.annotate(holder_metadata=Subquery(sessions.values("metadata")[:1]))
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str

@@ -23,7 +23,7 @@ from django.urls import reverse
 
 from ..conf import get_settings
 from ..operations.status import collect, format_seconds
-from ..spi import InvalidName, LeaseBackend, LeaseInfo, SimbaError, validate_name, validate_prefix
+from ..spi import InvalidName, LeaseBackend, LeaseInfo, SimbaError, redact, validate_name, validate_prefix
 
 logger = logging.getLogger("django_simba.admin")
 
@@ -33,6 +33,8 @@ else:
     AnyModelAdmin = admin.ModelAdmin
 
 FORCE_RELEASE_PERMISSION = "django_simba.force_release_lease"
+#: Sessions' metadata (what a process says of itself, maybe a command line) is shown only with this.
+METADATA_PERMISSION = "django_simba.view_session"
 VIEW_PERMISSIONS = (
     "django_simba.view_lease",
     "django_simba.view_session",
@@ -64,6 +66,17 @@ def may_view(request: HttpRequest) -> bool:
     return any(user.has_perm(permission) for permission in VIEW_PERMISSIONS)
 
 
+def may_see_metadata(request: HttpRequest) -> bool:
+    """Whether the user may see what processes say of themselves (the sessions' metadata)."""
+    user: Any = request.user
+    return bool(user.has_perm(METADATA_PERMISSION))
+
+
+def unreachable(problem: BaseException) -> str:
+    """What a page says when the backend failed: what failed, never a credential."""
+    return f"The backend cannot be reached: {redact(problem)}"
+
+
 def may_force_release(request: HttpRequest) -> bool:
     user: Any = request.user
     return bool(user.has_perm(FORCE_RELEASE_PERMISSION))
@@ -90,6 +103,7 @@ def _context(site: admin.AdminSite, request: HttpRequest, title: str, **extra: A
         "app_label": "django_simba",
         "uses_tables": uses_tables(),
         "backend_alias": get_settings().backend_alias,
+        "show_metadata": may_see_metadata(request),
         **extra,
     }
 
@@ -105,7 +119,7 @@ def status_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
     except InvalidName as problem:
         error = f"Invalid prefix: {problem}"
     except SimbaError as problem:
-        error = f"The backend cannot be reached: {problem}"
+        error = unreachable(problem)
     leases = [
         {"info": info, "remaining": format_seconds(info.remaining)}
         for info in (snapshot.leases if snapshot else [])
@@ -141,7 +155,7 @@ def members_view(site: admin.AdminSite, request: HttpRequest) -> HttpResponse:
     except InvalidName as problem:
         error = f"Invalid prefix: {problem}"
     except SimbaError as problem:
-        error = f"The backend cannot be reached: {problem}"
+        error = unreachable(problem)
     context = _context(site, request, "Group members", rows=rows, error=error, prefix=prefix)
     return TemplateResponse(request, "admin/django_simba/members.html", context)
 
@@ -220,7 +234,7 @@ def confirmation(
                 {"name": name, "info": info, "remaining": format_seconds(info.remaining) if info else "-"}
             )
     except SimbaError as problem:
-        error = f"The backend cannot be reached: {problem}"
+        error = unreachable(problem)
     context = _context(
         site,
         request,
@@ -243,7 +257,8 @@ def release_and_report(model_admin: AnyModelAdmin, request: HttpRequest, names: 
             holder = backend.owner(name)
             was_held = backend.force_release(name)
         except SimbaError as problem:
-            model_admin.message_user(request, f"Could not force-release {name}: {problem}", messages.ERROR)
+            failure = f"Could not force-release {name}: {redact(problem)}"
+            model_admin.message_user(request, failure, messages.ERROR)
             continue
         _record(request, name, holder if was_held else None)
         freed += was_held
@@ -262,8 +277,9 @@ def _record(request: HttpRequest, name: str, holder: LeaseInfo | None) -> None:
     if holder is None:
         message = "Force-release: the lease had no live holder."
     else:
+        # No metadata here: the admin log is shown to whoever may view leases.
         message = (
-            f"Force-released from session {holder.session_id} ({holder.metadata}), "
+            f"Force-released from session {holder.session_id}, "
             f"token {holder.token}, {format_seconds(holder.remaining)} left."
         )
     user: Any = request.user
@@ -274,4 +290,7 @@ def _record(request: HttpRequest, name: str, holder: LeaseInfo | None) -> None:
         change_message=message,
         single_object=True,
     )
-    logger.warning("django-simba: %s force-released %r: %s", request.user.get_username(), name, message)
+    held_by = f" (holder: {holder.metadata})" if holder is not None else ""
+    logger.warning(
+        "django-simba: %s force-released %r: %s%s", request.user.get_username(), name, message, held_by
+    )

@@ -7,8 +7,9 @@ line at once (a grant that raced with the cancellation is released, never kept);
 waits, it keeps its place in the backend's line.
 
 Not re-entrant: a task that acquires a lock it already holds gets :class:`LockHeld`.
-Tasks may share one ``AsyncLock`` (the others wait); every acquisition gets a term with
-a new token.
+Tasks may share one ``AsyncLock``: each holds and releases its own term (the holdings are
+per task, :mod:`.holdings`), waits in the engine's line with its own timeout, and every
+acquisition gets a term with a new token. A task's exit never releases another task's term.
 """
 
 from __future__ import annotations
@@ -40,12 +41,12 @@ class LoopAcquirer(LockBase):
     async def acquire(self, timeout: float | EllipsisType | None = ...) -> Term:
         """Wait up to ``timeout`` seconds (``None``: forever; 0: one try); else :class:`LockTimeout`."""
         timeout = self._timeout_for(timeout)
+        port = self.port
         task = self._caller()
-        self._refuse_reentry(task, "task")
-        port = self.engine
-        loop = asyncio.get_running_loop()
+        self._refuse_reentry(port, task, "task")
         started = port.now()
-        request = self._request(port, waits=timeout != 0, waiter=LoopWaiter(loop))
+        # Its waiter is made only once it has to wait: a grant of the first attempt wakes nobody.
+        request = self._request(port, waits=timeout != 0)
         try:
             error = await self._first_attempt(port, request, timeout)
             if timeout != 0 and not hopeless(error):
@@ -65,8 +66,11 @@ class LoopAcquirer(LockBase):
         return await on_lane(port, lambda: self._first_attempts(port, request, 0))
 
     async def _wait(self, port: Port, request: Acquisition, started: float, timeout: float | None) -> None:
-        waiter = request.waiter
-        assert isinstance(waiter, LoopWaiter)
+        loop = asyncio.get_running_loop()
+        with port.mutex:
+            if request.settled:
+                return
+            waiter = request.waiter = LoopWaiter(loop)
         while True:
             with port.mutex:
                 if request.settled:
@@ -88,17 +92,22 @@ class LoopAcquirer(LockBase):
 
     @staticmethod
     def _caller() -> object:
-        return asyncio.current_task()
+        try:
+            return asyncio.current_task()
+        except RuntimeError:  # no loop runs here (a repr, a sync caller): no task holds anything
+            return None
 
-    async def _release(self, who: object, term: Term | None = None) -> None:
-        """Release a held term; the backend call finishes even if this task is cancelled."""
-        holder, held = self._unhold(who, term)
-        port = self.engine
+    async def release(self, term: Term | None = None) -> None:
+        """Give back the term this task holds, or the one ``term`` is (from any task).
+
+        The backend call finishes even if this task is cancelled. Raises like
+        :meth:`Lock.release <.lock.ThreadAcquirer.release>`: :class:`LeaseNotHeld`, or
+        :class:`LeaseLost` when that term had already ended; another task's term is never touched.
+        """
+        holder, held = self._unhold(self._caller(), term)
+        port = self.port
         reason = await asyncio.shield(on_lane(port, lambda: port.release_now(holder, held)))
         self._released(held, reason)
-
-    async def release(self) -> None:
-        raise NotImplementedError
 
     async def __aenter__(self) -> Term:
         return await self.acquire()
@@ -126,15 +135,10 @@ class LoopAcquirer(LockBase):
 
 
 class AsyncLock(LoopAcquirer):
-    """An exclusive lock on ``name`` for coroutines (see the module docstring)."""
+    """An exclusive lock on ``name`` for coroutines (see the module docstring).
 
-    async def release(self) -> None:
-        """Release the held term; the backend call finishes even if this task is cancelled.
-
-        Raises like :meth:`Lock.release`: :class:`LeaseNotHeld`, or :class:`LeaseLost` when the
-        term had already ended otherwise.
-        """
-        await self._release(None)
+    ``term`` and ``locked()`` are the calling task's; ``terms`` lists every task's.
+    """
 
     def __repr__(self) -> str:
         return f"<AsyncLock {self.name!r} term={self.term!r}>"

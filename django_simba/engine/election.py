@@ -5,6 +5,10 @@ once when the backend notifies a release. ``on_elected(term)`` and
 ``on_revoked(term)`` run on the engine's callback thread, one at a time, in the
 order the events happened. ``is_leader`` is checked in memory: it turns False
 the moment the term's local deadline passes, even before ``on_revoked`` runs.
+
+A candidacy started in a process that does not serve (the engine holds: see
+:mod:`.prefork`) is kept there and never leads in that process, unless it was made
+with ``serving_only=False``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..spi import LeaseInfo, validate_name
+from .callbacks import check_callback
+from .config import check_seconds
 from .contender import Contender
 from .term import EndReason, Term
 
@@ -30,16 +36,23 @@ class Election(Contender):
 
     def __init__(
         self,
-        engine: Port,
+        port: Port,
         name: str,
         *,
         on_elected: Callback | None = None,
         on_revoked: Callback | None = None,
+        serving_only: bool = True,
     ) -> None:
         super().__init__(validate_name(name))
-        self.engine = engine
+        check_callback("on_elected", on_elected)
+        check_callback("on_revoked", on_revoked)
+        self.port = port
         self.on_elected = on_elected
         self.on_revoked = on_revoked
+        #: False: contend even in a process that does not serve (one that asks to lead, e.g. a script).
+        self.serving_only = serving_only
+        #: Kept by a process that does not serve: it does not contend here.
+        self.held = False
         self._term: Term | None = None
         self._closed = False
         self.terms_won = 0
@@ -49,12 +62,14 @@ class Election(Contender):
 
     def start(self) -> Election:
         """Begin contending (called by the engine's factory); a pre-fork parent keeps it for its children."""
-        with self.engine.mutex:
-            if self.engine.park_for_fork(self):
+        with self.port.mutex:
+            if self.serving_only and self.port.park_for_fork(self):
+                self.held = True
+                self._decided.set()  # decided: it does not lead here
                 return self
-        self.engine.start()
-        with self.engine.mutex:
-            self.engine.enqueue(self)
+        self.port.start()
+        with self.port.mutex:
+            self.port.enqueue(self)
         return self
 
     @property
@@ -73,25 +88,25 @@ class Election(Contender):
 
     def wait_decided(self, timeout: float | None) -> bool:
         """Wait until the first attempt is answered (won, or held elsewhere); False on timeout."""
-        return self._decided.wait(timeout)
+        return self._decided.wait(check_seconds("timeout", timeout))
 
     def leader(self) -> LeaseInfo | None:
         """Who leads now, as the backend sees it (one backend call; no candidacy needed)."""
-        return self.engine.owner(self.name)
+        return self.port.owner(self.name)
 
     def close(self) -> None:
         """Stop contending; a leader releases at once (``on_revoked`` runs)."""
-        engine = self.engine
-        with engine.mutex:
+        port = self.port
+        with port.mutex:
             if self._closed:
                 return
             self._closed = True
-            engine.withdraw(self)
+            port.withdraw(self)
             term = self._term
         if term is not None:
-            engine.release_now(self, term)
+            port.release_now(self, term)
 
-    def _granted(self, term: Term) -> bool:
+    def on_granted(self, term: Term) -> bool:
         if self._closed:
             return False
         self._term = term
@@ -100,52 +115,53 @@ class Election(Contender):
         self._changed()
         if self.on_elected is not None:
             on_elected = self.on_elected
-            self.engine.run_callback(lambda: on_elected(term))
+            self.port.run_callback(lambda: on_elected(term))
         return True
 
-    def _contends_after_fork(self) -> bool:
+    def contends_after_fork(self) -> bool:
         return not self._closed
 
-    def _forked(self) -> None:
+    def on_forked(self) -> None:
         """In a forked child: the parent's term is not ours; contend afresh."""
         self._term = None
+        self.held = False
         self._decided = threading.Event()
 
-    def _refused(self) -> None:
+    def on_refused(self) -> None:
         self._decided.set()
         self._changed()
 
-    def _engine_closed(self) -> None:
+    def on_engine_closed(self) -> None:
         self._changed()
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` (engine mutex held; it must not block) whenever leadership may change."""
-        with self.engine.mutex:
+        with self.port.mutex:
             self._listeners = [*self._listeners, listener]
 
     def remove_listener(self, listener: Callable[[], None]) -> None:
-        with self.engine.mutex:
+        with self.port.mutex:
             self._listeners = [x for x in self._listeners if x is not listener]
 
     def _changed(self) -> None:
         for listener in self._listeners:
             listener()
 
-    def _ended(self, term: Term, reason: EndReason) -> None:
+    def on_ended(self, term: Term, reason: EndReason) -> None:
         if self._term is term:
             self._term = None
         self._changed()
         if self.on_revoked is not None:
             on_revoked = self.on_revoked
-            self.engine.run_callback(lambda: on_revoked(term))
+            self.port.run_callback(lambda: on_revoked(term))
         if not self._closed and reason is not EndReason.CLOSED:
             # Back in line; after a loss the holder is elsewhere, so do not hammer the backend.
             delay = None if reason in (EndReason.SESSION_EXPIRED, EndReason.DEADLINE) else self._retry_delay()
-            self.engine.enqueue(self, delay=delay)
+            self.port.enqueue(self, delay=delay)
 
     def _retry_delay(self) -> float:
-        half = self.engine.config.renew_interval / 2
-        return half + self.engine.runtime.random.uniform(0, half / 2)
+        half = self.port.config.renew_interval / 2
+        return half + self.port.runtime.random.uniform(0, half / 2)
 
     def __repr__(self) -> str:
         return f"<Election {self.name!r} leader={self.is_leader}>"

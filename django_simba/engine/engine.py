@@ -24,10 +24,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import EngineClosed
-from ..spi import LeaseBackend, LeaseInfo, Member, Notification
+from ..spi import ConfigurationError, LeaseBackend, LeaseInfo, Member, Notification, NotificationKind, redact
 from . import process
 from .alock import AsyncLock
-from .config import EngineConfig
+from .config import EngineConfig, check_seconds
 from .contender import Contender
 from .context import Context
 from .election import Election
@@ -58,6 +58,9 @@ class Engine:
     ) -> None:
         self.backend = backend
         self.config = config or EngineConfig()
+        lease = backend.lease_duration_problem(self.config.lease_duration)
+        if lease is not None:  # every session open would fail: refused here, where it is given
+            raise ConfigurationError(f"{lease.message}. {lease.hint}")
         self.runtime: Runtime = runtime or ThreadRuntime()
         self._observers: list[EngineObserver] = []
         self._pid = self.runtime.pid()
@@ -67,10 +70,10 @@ class Engine:
 
     def _build(self) -> None:
         """The parts, and their state, anew (at construction and in a forked child)."""
-        context = self._context = Context(self.backend, self.config, self.runtime, self._observers)
+        context = self._context = Context(self.backend, self.config, self.runtime, self._observers, self._pid)
         keeper = self.keeper = SessionKeeper(context)
-        self.lines = Lines(context, keeper, self.wait_for_session)
-        self.membership = Membership(context, keeper, self.wait_for_session)
+        self.lines = Lines(context, keeper, self._session_or_wait)
+        self.membership = Membership(context, keeper, self._session_or_wait)
         keeper.on_opened = [self.membership.session_opened, self.lines.session_opened]
         keeper.on_renewed = [self.lines.reconcile, self.membership.session_renewed]
         keeper.on_lost = [self.lines.session_lost]
@@ -103,6 +106,12 @@ class Engine:
     def session_deadline(self) -> float | None:
         session = self.keeper.session
         return session.deadline if session is not None else None
+
+    @property
+    def renew_every(self) -> float:
+        """How often the session is renewed now: ``RENEW_INTERVAL``, or less after a short grant."""
+        session = self.keeper.session
+        return session.renew_every if session is not None else self.config.renew_interval
 
     @property
     def last_error(self) -> BaseException | None:
@@ -143,6 +152,7 @@ class Engine:
 
         Every caller still waiting for a name, or for a session, wakes with :class:`EngineClosed`.
         """
+        timeout = check_seconds("timeout", timeout)
         # In a child forked without hooks: forget the parent's session (never close it), open none.
         self._ensure_own_process(start=False)
         with self.mutex:
@@ -154,7 +164,7 @@ class Engine:
             try:
                 self.backend.close_session(session.id)
             except Exception as error:
-                logger.warning("django-simba: closing session %s failed: %s", session.id, error)
+                logger.warning("django-simba: closing session %s failed: %s", session.id, redact(error))
         self.runtime.stop(self.backend.timeout if timeout is None else timeout)
         self.backend.close()
 
@@ -193,13 +203,13 @@ class Engine:
                 slot.term._end(EndReason.FORKED)
             # Elections go on contending in the child; a lock's waiting thread did not survive the fork.
             candidates.extend(
-                c for c in [slot.holder, *slot.waiting] if c is not None and c._contends_after_fork()
+                c for c in [slot.holder, *slot.waiting] if c is not None and c.contends_after_fork()
             )
         if start and (was_started or candidates):
             self.start()
             with self.mutex:
                 for candidate in candidates:
-                    candidate._forked()
+                    candidate.on_forked()
                     self.lines.enqueue(candidate)
 
     # -- sessions (the port) ---------------------------------------------------------------
@@ -207,9 +217,15 @@ class Engine:
     def wait_for_session(self, timeout: float | None) -> str:
         """Start if needed and return the live session's id, waiting at most ``timeout``."""
         self._ensure_own_process()
+        return self._session_or_wait(timeout)
+
+    def _session_or_wait(self, timeout: float | None) -> str:
+        """:meth:`wait_for_session` for the parts, called where the process was checked already."""
         session = self.keeper.session
         if session is not None:
             return session.id  # the common case: started, and live (close clears it first)
+        timeout = check_seconds("timeout", timeout)  # here only: the common case never uses it
+        self.backend.check_caller()  # a session the caller itself keeps from opening: fail, not wait
         self.start()
         with self.mutex:
             return self.keeper.wait(timeout)
@@ -241,9 +257,9 @@ class Engine:
         self._ensure_own_process()
         return self.lines.acquire_now(contender, session_wait)
 
-    def attempt_handed_over(self, contender: Contender, session_id: str) -> BaseException | None:
+    def make_lent_attempt(self, contender: Contender, session_id: str) -> BaseException | None:
         self._ensure_own_process()
-        return self.lines.attempt_handed_over(contender, session_id)
+        return self.lines.make_lent_attempt(contender, session_id)
 
     def release_now(self, contender: Contender, term: Term) -> EndReason:
         self._ensure_own_process()
@@ -326,9 +342,15 @@ class Engine:
         *,
         on_elected: Callable[[Term], Any] | None = None,
         on_revoked: Callable[[Term], Any] | None = None,
+        serving_only: bool = True,
     ) -> Election:
-        """Start contending for ``name`` now; :meth:`Election.close` ends the candidacy."""
-        return Election(self, name, on_elected=on_elected, on_revoked=on_revoked).start()
+        """Start contending for ``name`` now; :meth:`Election.close` ends the candidacy.
+
+        ``serving_only=False``: contend even where the engine holds (a process that does not serve).
+        """
+        return Election(
+            self, name, on_elected=on_elected, on_revoked=on_revoked, serving_only=serving_only
+        ).start()
 
     def group(self, name: str, *, on_change: Callable[[list[Member]], Any] | None = None) -> Group:
         """A handle on group ``name``; with ``on_change``, its membership is watched at once."""
@@ -354,6 +376,8 @@ class Engine:
     def _on_notification(self, event: Notification) -> None:
         with self.mutex:
             self.lines.on_notification(event)
+            if event.kind is NotificationKind.RESYNC:
+                self.membership.resync()
             listeners = list(self._notification_listeners)
         for listener in listeners:
             listener(event)

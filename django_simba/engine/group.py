@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..spi import Member, Notification, NotificationKind, validate_name
+from .callbacks import check_callback
+from .config import check_seconds
 from .runtime import Outcome
 
 if TYPE_CHECKING:
@@ -23,11 +25,18 @@ ChangeCallback = Callable[[list[Member]], Any]
 
 
 class Group:
-    """A handle on the group ``name``."""
+    """A handle on the group ``name``.
 
-    def __init__(self, engine: Port, name: str, *, on_change: ChangeCallback | None = None) -> None:
-        self.engine = engine
+    ``port`` is the engine, or a callable returning it (resolved at each use, as a lock's is), so
+    that a handle made while modules load reads no settings and starts nothing.
+    """
+
+    def __init__(
+        self, port: Port | Callable[[], Port], name: str, *, on_change: ChangeCallback | None = None
+    ) -> None:
+        self._port = port
         self.name = validate_name(name)
+        check_callback("on_change", on_change)
         self.on_change = on_change
         self._joined = False
         self._watching = False
@@ -36,29 +45,35 @@ class Group:
         self._refreshing = False
 
     @property
+    def port(self) -> Port:
+        port = self._port
+        return port() if callable(port) else port
+
+    @property
     def joined(self) -> bool:
         return self._joined
 
     def join(self, timeout: float | None = None) -> None:
         """Become a member (idempotent for this handle). Waits for a session up to ``timeout``."""
+        timeout = check_seconds("timeout", timeout)
         if self._joined:
             return
-        wait = self.engine.backend.timeout if timeout is None else timeout
-        self.engine.join(self.name, wait)
+        wait = self.port.backend.timeout if timeout is None else timeout
+        self.port.join(self.name, wait)
         self._joined = True
 
     def leave(self) -> None:
         if not self._joined:
             return
         self._joined = False
-        self.engine.leave(self.name)
+        self.port.leave(self.name)
 
     def members(self) -> list[Member]:
         """Live members, sorted by session id; never an expired session."""
-        return self.engine.members(self.name)
+        return self.port.members(self.name)
 
     def is_member(self) -> bool:
-        session_id = self.engine.session_id
+        session_id = self.port.session_id
         return session_id is not None and any(m.session_id == session_id for m in self.members())
 
     # -- change watching ---------------------------------------------------------------
@@ -68,11 +83,11 @@ class Group:
         if self.on_change is None or self._watching:
             return self
         self._watching = True
-        self.engine.start()
-        self.engine.add_notification_listener(self._on_notification)
-        if self.engine.backend.notifies:
+        self.port.start()
+        self.port.add_notification_listener(self._on_notification)
+        if self.port.backend.notifies:
             name = self.name
-            self.engine.submit(lambda: self.engine.backend.watch_group(name), lambda _: None)
+            self.port.submit(lambda: self.port.backend.watch_group(name), lambda _: None)
         self._refresh()
         return self
 
@@ -81,10 +96,10 @@ class Group:
         self._watching = False
         if self._timer is not None:
             self._timer.cancel()
-        self.engine.remove_notification_listener(self._on_notification)
-        if self.engine.backend.notifies and self.on_change is not None:
+        self.port.remove_notification_listener(self._on_notification)
+        if self.port.backend.notifies and self.on_change is not None:
             name = self.name
-            self.engine.submit(lambda: self.engine.backend.unwatch_group(name), lambda _: None)
+            self.port.submit(lambda: self.port.backend.unwatch_group(name), lambda _: None)
         self.leave()
 
     def _on_notification(self, event: Notification) -> None:
@@ -97,7 +112,7 @@ class Group:
         if not self._watching or self._refreshing:
             return
         self._refreshing = True
-        self.engine.submit(lambda: self.engine.backend.members(self.name), self._on_members)
+        self.port.submit(lambda: self.port.backend.members(self.name), self._on_members)
 
     def _on_members(self, outcome: Outcome[list[Member]]) -> None:
         self._refreshing = False
@@ -110,10 +125,10 @@ class Group:
                 self._last_seen = seen
                 on_change = self.on_change
                 if on_change is not None:
-                    self.engine.run_callback(lambda: on_change(members))
+                    self.port.run_callback(lambda: on_change(members))
         if self._timer is not None:
             self._timer.cancel()
-        self._timer = self.engine.call_later(self.engine.config.renew_interval, self._refresh)
+        self._timer = self.port.call_later(self.port.config.renew_interval, self._refresh)
 
     def __repr__(self) -> str:
         return f"<Group {self.name!r} joined={self._joined}>"

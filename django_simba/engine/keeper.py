@@ -5,6 +5,12 @@ counted from when its open (or last renewal) was sent. A keep-alive that fails o
 longer than the renew interval extends nothing; once the deadline passes, every term of
 the session ends and a new session is opened. The parts that live on the session (the
 lines of names, group membership) hear of it through the hooks set by the engine.
+
+Keep-alives follow what the backend granted, not what was asked: a server may grant a
+shorter session than ``LEASE_DURATION`` (ZooKeeper clamps it to ``maxSessionTimeout``), and
+renewing on the configured interval would then miss every deadline. The next keep-alive is
+due after ``remaining * RENEW_INTERVAL / LEASE_DURATION`` (never later than the renew
+interval), the ratio the settings chose, and a grant shorter than asked is logged once.
 """
 
 from __future__ import annotations
@@ -24,12 +30,17 @@ logger = logging.getLogger("django_simba.engine")
 
 #: First retry delay after a failed open; doubles up to the renew interval.
 FIRST_OPEN_RETRY = 0.1
+#: A grant shorter than asked by more than this fraction is logged (replies measured in whole
+#: milliseconds, or a moment after the server decided, are a little short without being capped).
+SHORT_GRANT_TOLERANCE = 0.01
 
 
 @dataclass(slots=True)
 class Session:
     id: str
     deadline: float
+    #: How long after a keep-alive was sent the next one is due: set by the last grant.
+    renew_every: float
     keep_alive_in_flight: bool = False
 
 
@@ -48,6 +59,7 @@ class SessionKeeper:
         self._opening = False
         self._open_retry = FIRST_OPEN_RETRY
         self._last_purge: float | None = None
+        self._short_grant_logged = False
         self._changed = threading.Condition(context.mutex)
         self._waiters: list[Callable[[str | None], None]] = []  # one-shot: a session id, or None (closed)
         # Set by the engine: what the other parts do when the session changes.
@@ -111,12 +123,8 @@ class SessionKeeper:
         context.runtime.submit(
             SESSION_LANE,
             lambda: context.backend.open_session(lease, metadata),
-            lambda outcome: self._locked(self._on_opened, sent, outcome),
+            lambda outcome: self.context.with_mutex(self._on_opened, sent, outcome),
         )
-
-    def _locked(self, fn: Callable[..., None], *args: object) -> None:
-        with self.context.mutex:
-            fn(*args)
 
     def _on_opened(self, sent: float, outcome: Outcome[OpenedSession]) -> None:
         context = self.context
@@ -127,7 +135,7 @@ class SessionKeeper:
             self._open_retry = min(self._open_retry * 2, context.config.renew_interval)
             what = f"cannot open a session on the {context.backend.vendor} backend ({outcome.error})"
             context.failed(outcome.error, f"{what}; retrying in {delay:.2f} s")
-            context.runtime.call_later(delay, lambda: self._locked(self.open))
+            context.runtime.call_later(delay, lambda: context.with_mutex(self.open))
             return
         opened = outcome.value
         if self.closed:
@@ -137,13 +145,17 @@ class SessionKeeper:
             return
         self._open_retry = FIRST_OPEN_RETRY
         context.last_error = None
-        session = Session(opened.session_id, context.config.trusted_until(sent, opened.remaining))
+        session = Session(
+            opened.session_id,
+            context.config.trusted_until(sent, opened.remaining),
+            self._renew_every(opened.remaining),
+        )
         self.session = session
         context.answered()
         logger.info("django-simba: session %s opened on the %s backend", session.id, context.backend.vendor)
-        context.notify_observers(lambda o: o.session_opened(session.id))
+        context.notify_observers("session_opened", session.id)
         self._changed_now()
-        self._schedule_keep_alive(session.id, sent + context.config.renew_interval - context.now())
+        self._schedule_keep_alive(session.id, sent + session.renew_every - context.now())
         self._arm_deadline(session)
         for hook in self.on_opened:
             hook(session)
@@ -151,12 +163,34 @@ class SessionKeeper:
 
     # -- keeping it alive --------------------------------------------------------------
 
+    def _renew_every(self, granted: float) -> float:
+        """The keep-alive interval a grant of ``granted`` seconds calls for (see the module docs)."""
+        config = self.context.config
+        asked = config.lease_duration
+        if granted < asked * (1 - SHORT_GRANT_TOLERANCE) and not self._short_grant_logged:
+            self._short_grant_logged = True
+            vendor = self.context.backend.vendor
+            logger.warning(
+                "django-simba: the %s backend granted a session of %.3g s where LEASE_DURATION asks "
+                "for %.3g s (a server limit, such as ZooKeeper's maxSessionTimeout, caps it): "
+                "keep-alives follow the grant, every %.3g s instead of every %.3g s; raise the "
+                "server's limit or lower LEASE_DURATION (logged once)",
+                vendor,
+                granted,
+                asked,
+                max(0.0, granted) * config.renew_interval / asked,
+                config.renew_interval,
+            )
+        return min(config.renew_interval, max(0.0, granted) * config.renew_interval / asked)
+
     def _schedule_keep_alive(self, session_id: str, delay: float) -> None:
-        self.context.runtime.call_later(delay, lambda: self._locked(self._keep_alive, session_id))
+        context = self.context
+        context.runtime.call_later(delay, lambda: context.with_mutex(self._keep_alive, session_id))
 
     def _arm_deadline(self, session: Session) -> None:
-        self.context.runtime.call_later(
-            session.deadline - self.context.now(), lambda: self._locked(self._check_deadline, session.id)
+        context = self.context
+        context.runtime.call_later(
+            session.deadline - context.now(), lambda: context.with_mutex(self._check_deadline, session.id)
         )
 
     def _keep_alive(self, session_id: str) -> None:
@@ -170,7 +204,7 @@ class SessionKeeper:
         context.runtime.submit(
             SESSION_LANE,
             lambda: context.backend.keep_alive(session_id, lease),
-            lambda outcome: self._locked(self._on_kept_alive, session_id, sent, outcome),
+            lambda outcome: self.context.with_mutex(self._on_kept_alive, session_id, sent, outcome),
         )
 
     def _on_kept_alive(self, session_id: str, sent: float, outcome: Outcome[Renewal]) -> None:
@@ -184,7 +218,7 @@ class SessionKeeper:
         renewal = outcome.value
         renew_interval = context.config.renew_interval
         in_time = renewal is not None and elapsed <= renew_interval
-        context.notify_observers(lambda o: o.keep_alive_done(elapsed, in_time))
+        context.notify_observers("keep_alive_done", elapsed, in_time)
         if renewal is not None or isinstance(outcome.error, SessionExpired):
             context.answered()
         if isinstance(outcome.error, SessionExpired):
@@ -192,18 +226,19 @@ class SessionKeeper:
             return
         if renewal is None:
             context.failed(outcome.error, f"keep-alive of session {session_id} failed: {outcome.error}")
-            self._schedule_keep_alive(session_id, renew_interval / 2)
+            self._schedule_keep_alive(session_id, session.renew_every / 2)
             return
         deadline = context.config.trusted_until(sent, renewal.remaining)
         if in_time:
             session.deadline = max(session.deadline, deadline)
+            session.renew_every = self._renew_every(renewal.remaining)
         else:
             # Counts as failed: extend nothing, but a lease missing from the reply is still lost.
             logger.warning("django-simba: keep-alive of session %s took %.3f s", session_id, elapsed)
         for hook in self.on_renewed:
             hook(session_id, sent, renewal, deadline if in_time else None)
-        next_in = sent + renew_interval - context.now()
-        self._schedule_keep_alive(session_id, next_in if in_time else renew_interval / 2)
+        next_in = sent + session.renew_every - context.now()
+        self._schedule_keep_alive(session_id, next_in if in_time else session.renew_every / 2)
         self.maybe_purge()
 
     def _check_deadline(self, session_id: str) -> None:
@@ -227,7 +262,7 @@ class SessionKeeper:
         self.session = None
         for hook in self.on_lost:
             hook(session_id, reason)
-        context.notify_observers(lambda o: o.session_lost(session_id, reason))
+        context.notify_observers("session_lost", session_id, reason)
         if reason is EndReason.DEADLINE:
             # It may still be live on the backend: close it so its leases free at once.
             context.runtime.submit(CONTEND_LANE, lambda: context.backend.close_session(session_id), ignore)

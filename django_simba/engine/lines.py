@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import EngineClosed
-from ..spi import Grant, Notification, NotificationKind, Released, Renewal, SessionExpired
+from ..spi import Grant, Notification, NotificationKind, Released, Renewal, SessionExpired, redact
 from .contender import Contender
 from .context import Context, ignore
 from .keeper import Session, SessionKeeper
 from .pacing import Pacing
-from .runtime import CONTEND_LANE, Outcome
+from .runtime import CONTEND_LANE, DONE, Outcome
 from .slot import FIRST_POLL_DELAY, Slot
 from .term import EndReason, Term
 
@@ -44,11 +44,16 @@ class Lines:
         self._wait_for_session = wait_for_session
         self.slots: dict[str, Slot] = {}
         self._lingering: set[str] = set()  # names still watched with nobody here waiting
+        # The grant gate's floor of names whose slot was dropped: name -> (last token, dropped at).
+        self._retired: dict[str, tuple[int, float]] = {}
 
     def slot(self, name: str) -> Slot:
         slot = self.slots.get(name)
         if slot is None:
             slot = self.slots[name] = Slot(name)
+            retired = self._retired.pop(name, None)
+            if retired is not None:
+                slot.last_token = retired[0]
         return slot
 
     def held_terms(self) -> list[Term]:
@@ -64,7 +69,7 @@ class Lines:
         if contender not in slot.waiting:
             slot.waiting.append(contender)
         if slot.holder is not None:
-            contender._refused()  # held here by another contender: decided without asking the backend
+            contender.on_refused()  # held here by another contender: decided without asking the backend
         if delay is None:
             self.kick(slot)
         elif slot.timer is None and slot.busy is None:
@@ -77,10 +82,10 @@ class Lines:
             return
         if contender in slot.waiting:
             slot.waiting.remove(contender)
-        attempt_was_handed = contender.attempt_session is not None
-        if attempt_was_handed:
-            # It gave up before making the attempt it was handed: nobody else will make it.
-            contender.attempt_session = None
+        attempt_was_lent = contender.lent_session is not None
+        if attempt_was_lent:
+            # It gave up before making the attempt it was lent: nobody else will make it.
+            contender.lent_session = None
             slot.busy = None
         if not slot.waiting:
             slot.cancel_timer()
@@ -92,7 +97,7 @@ class Lines:
             elif slot.watched:
                 # An attempt on its way leaves the line on its reply; a quiet name is unwatched later.
                 self._lingering.add(slot.name)
-        elif attempt_was_handed:
+        elif attempt_was_lent:
             self.kick(slot)
 
     # -- attempts --------------------------------------------------------------------------
@@ -122,23 +127,22 @@ class Lines:
         slot.busy = "acquire"
         slot.poked = False
         first = slot.waiting[0]
-        if first._attempt_here(session.id):
-            return  # its own thread makes it: attempt_handed_over
+        if first.take_attempt(session.id):
+            return  # its own thread makes it: make_lent_attempt
         session_id, name, wait, sent = session.id, slot.name, first.waits, context.now()
         context.runtime.submit(
             CONTEND_LANE,
             lambda: self.backend.acquire(session_id, name, wait=wait),
-            lambda outcome: self._locked(self._on_acquired, slot, session_id, sent, outcome),
+            lambda outcome: self.context.with_mutex(self._on_acquired, slot, session_id, sent, outcome),
         )
-
-    def _locked(self, fn: Callable[..., None], *args: Any) -> None:
-        with self.context.mutex:
-            fn(*args)
 
     def acquire_now(self, contender: Contender, session_wait: float | None) -> BaseException | None:
         """Try once in the calling thread (mutex not held); if refused, leave ``contender`` in line.
 
-        Returns the error of the attempt, if it failed (the contender stays in line).
+        Returns the error of the attempt, if it failed (the contender stays in line). A contender
+        that does not wait (a one-shot try) never stays in line: a refusal, an error, or a name
+        busy here is its answer, and nothing here tries for it after it returned (a retry timer,
+        a watch or a release kicking its line would take the name for nobody, then free it).
         """
         session_id = self._wait_for_session(session_wait)
         context = self.context
@@ -154,7 +158,10 @@ class Lines:
                 and context.now() >= slot.courtesy_until
             )
             if not inline:
-                self.enqueue(contender)
+                if contender.waits:
+                    self.enqueue(contender)
+                elif self.keeper.closed:
+                    raise EngineClosed("this engine was closed")
                 return None
             slot.busy = "acquire"
             sent = context.now()
@@ -162,10 +169,12 @@ class Lines:
         with context.mutex:
             slot.waiting.appendleft(contender)
             self._on_acquired(slot, session_id, sent, outcome)
+            if not contender.waits and contender in slot.waiting:
+                self.withdraw(contender)  # in the reply's mutex: no retry it set off can start first
         return outcome.error
 
-    def attempt_handed_over(self, contender: Contender, session_id: str) -> BaseException | None:
-        """Make, in the calling thread, the attempt :meth:`kick` handed to ``contender``; its error."""
+    def make_lent_attempt(self, contender: Contender, session_id: str) -> BaseException | None:
+        """Make, in the calling thread, the attempt :meth:`kick` lent to ``contender``; its error."""
         with self.context.mutex:
             slot = self.slot(contender.name)
             sent = self.context.now()
@@ -206,7 +215,7 @@ class Lines:
             # Maybe applied with its reply lost: a keep-alive will list it and we free it then.
             context.failed(outcome.error, f"acquire of {slot.name!r} failed: {outcome.error}")
             for contender in list(slot.waiting):
-                contender._attempt_failed(outcome.error)
+                contender.on_attempt_failed(outcome.error)
             self._retry_later(slot, self.pacing.poll_delay(slot))
             return
         grant = outcome.value
@@ -216,7 +225,10 @@ class Lines:
                 self._stop_waiting(slot, session_id)  # its waiter gave up while it was on its way
                 return
             for contender in list(slot.waiting):
-                contender._refused()
+                contender.on_refused()
+            if not any(contender.waits for contender in slot.waiting):
+                slot.poked = False
+                return  # one-shot tries: the refusal is their answer, and nothing here looks again
             if slot.poked:  # released while this attempt was on its way: it may be free now
                 self.kick(slot)
             elif not self._watch(slot):
@@ -245,17 +257,16 @@ class Lines:
         context = self.context
         slot.last_token = token
         slot.backoff = FIRST_POLL_DELAY
-        term = Term(slot.name, token, session_id, deadline, context.now, context.runtime.pid)
+        term = Term(slot.name, token, session_id, deadline, context.now, context.runtime.pid, context.pid)
         while slot.waiting:
             contender = slot.waiting.popleft()
             slot.holder, slot.term, slot.granted_at = contender, term, context.now()
-            if contender._granted(term):
+            if contender.on_granted(term):
                 self._arm_term(slot, term)
-                if not slot.waiting:
+                if not slot.waiting and (slot.watched or slot.name in self._lingering):
                     self._unwatch_unless_contended(slot)
-                if context.observers:  # every grant comes here: no closure when nobody listens
-                    kind = contender.kind
-                    context.notify_observers(lambda o, kind=kind: o.term_started(kind, term))  # type: ignore[misc]
+                if context.observers:  # every grant comes here
+                    context.notify_observers("term_started", contender.kind, term)
                 return True
         slot.holder = slot.term = None  # every waiter gave up meanwhile
         self._free(slot, session_id, token)
@@ -350,10 +361,18 @@ class Lines:
         return term, holder
 
     def _report_end(self, holder: Contender, term: Term, reason: EndReason) -> None:
-        holder._ended(term, reason)
+        """Every end of a term passes here, once: a loss is logged, then the holder and the observers hear."""
+        if reason.is_loss:
+            logger.warning(
+                "django-simba: %s %r lost its term, token %d (%s)",
+                holder.kind,
+                term.name,
+                term.token,
+                reason.explained,
+            )
+        holder.on_ended(term, reason)
         if self.context.observers:
-            kind = holder.kind
-            self.context.notify_observers(lambda o: o.term_ended(kind, term, reason))
+            self.context.notify_observers("term_ended", holder.kind, term, reason)
 
     # -- releases ----------------------------------------------------------------------------
 
@@ -368,7 +387,7 @@ class Lines:
         with context.mutex:
             slot = self.slots.get(contender.name)
             if slot is None or slot.holder is not contender or slot.term is not term:
-                return term.ended or EndReason.LOST  # ended already
+                return term.ended or EndReason.TAKEN  # ended already
             if term._deadline <= context.now():
                 self._lapse(slot, term.session_id)  # its timer has not come round yet
                 return EndReason.DEADLINE
@@ -389,17 +408,18 @@ class Lines:
                 return EndReason.RELEASED
             slot.busy = "release"
             slot.op += 1  # a leave on its way no longer owns the slot: its reply changes nothing
-        released = Released()
+        released: Released | None = None
+        outcome: Outcome[None] = DONE
         try:
             released = self.backend.release(term.session_id, term.name, term.token)
-            outcome: Outcome[None] = Outcome()
         except Exception as error:
             outcome = Outcome(error=error)
         with context.mutex:
-            if released.held is False:
-                term._lost_before_release()
-            if released.contended:  # a polled backend saw another session turned away during the term
-                slot.wanted_at = context.now()
+            if released is not None:
+                if released.held is False:
+                    term._lost_before_release()
+                if released.contended:  # a polled backend saw another session turned away during the term
+                    slot.wanted_at = context.now()
             reason = term.ended or EndReason.RELEASED
             self._report_end(contender, term, reason)
             self.pacing.offer_to_others(slot, context.now())
@@ -437,13 +457,13 @@ class Lines:
         self.context.runtime.submit(
             CONTEND_LANE,
             lambda: self.backend.release(session_id, name, token),
-            lambda outcome: self._locked(self._on_released, slot, outcome),
+            lambda outcome: self.context.with_mutex(self._on_released, slot, outcome),
         )
 
     def _on_released(self, slot: Slot, outcome: Outcome[Any]) -> None:
         slot.busy = None
         if outcome.error is not None:
-            logger.warning("django-simba: release of %r failed: %s", slot.name, outcome.error)
+            logger.warning("django-simba: release of %r failed: %s", slot.name, redact(outcome.error))
             # Back off: at once, the next attempt would find the same term, fail to free it again...
             self._retry_later(slot, self.pacing.poll_delay(slot))
             return
@@ -468,7 +488,7 @@ class Lines:
             waiting = list(slot.waiting)
             slot.waiting.clear()
             for contender in waiting:
-                contender._engine_closed()
+                contender.on_engine_closed()
             if slot.term is not None:
                 self.end_term(slot, EndReason.CLOSED)
 
@@ -486,7 +506,7 @@ class Lines:
                     term._extend(deadline)
             elif slot.granted_at < sent:
                 # The grant was answered before this keep-alive was sent, so the backend saw it first.
-                self.end_term(slot, EndReason.LOST)
+                self.end_term(slot, EndReason.TAKEN)
                 self.kick(slot)
         for name, token in renewal.owned.items():
             slot = self.slot(name)
@@ -507,6 +527,46 @@ class Lines:
             slot.last_token = max(slot.last_token, token)
             self._free(slot, session_id, token)
         self._drop_quiet_watches()
+        self._drop_idle_slots(now)
+
+    # -- forgetting names nobody here uses ---------------------------------------------------
+
+    def _drop_idle_slots(self, now: float) -> None:
+        """Forget the slots of names nobody here holds, waits for or has anything on its way for.
+
+        A process that locks a name per object would otherwise keep a slot for every name it
+        ever used, and walk them all at every keep-alive. Only the grant gate's floor outlives
+        the slot, for one lease: a listing or a hand-over about an older term of the name could
+        still arrive that long after (a later keep-alive's reply no longer lists a term released
+        before it was sent), and must still be refused.
+        """
+        lease = self.context.config.lease_duration
+        retired = self._retired
+        for name in [name for name, slot in self.slots.items() if self._idle(slot, now)]:
+            slot = self.slots.pop(name)
+            if slot.last_token:
+                retired[name] = (slot.last_token, now)
+        # Kept in the order they were dropped (a name used again leaves it): the oldest go first.
+        while retired:
+            name, (_, dropped) = next(iter(retired.items()))
+            if now - dropped <= lease:
+                break
+            del retired[name]
+
+    def _idle(self, slot: Slot, now: float) -> bool:
+        return (
+            slot.holder is None
+            and slot.term is None
+            and not slot.waiting
+            and slot.busy is None
+            and not slot.deferred
+            and slot.timer is None
+            and slot.term_timer is None
+            and not slot.watched
+            and slot.name not in self._lingering
+            and now >= slot.courtesy_until
+            and not self.pacing.contended(slot, now)
+        )
 
     def on_notification(self, event: Notification) -> None:
         if event.kind is NotificationKind.RELEASED:

@@ -2,10 +2,17 @@
 
 A :class:`Lock` is **not re-entrant**: acquiring a lock that the same thread already
 holds raises :class:`LockHeld` instead of deadlocking. Several threads may share one
-``Lock`` object (the others wait), or each make their own for the same name; either way,
-two threads never hold the name at once, and every holder gets a term with a new, higher
-token. :class:`~.alock.AsyncLock` is the same lock for coroutines: both are built on
-:class:`LockBase`, so their checks, timeouts, maximum hold and loss reports cannot drift.
+``Lock`` object, or each make their own for the same name; either way, two threads never
+hold the name at once, and every holder gets a term with a new, higher token.
+
+A shared object keeps who holds which term per thread (:mod:`.holdings`): a thread waits
+for the name in the engine's line, with its own timeout, never on another thread's block;
+``release()`` gives back the calling thread's own term (``release(term)`` that term, from
+any thread) and raises :class:`LeaseLost` when that term had ended, even if the object has
+since been granted to another thread, whose term it leaves alone. In a forked child the
+object holds nothing of the parent's. :class:`~.alock.AsyncLock` is the same lock for
+coroutines, per task: both are built on :class:`LockBase`, so their checks, timeouts,
+maximum hold, holdings and loss reports cannot drift.
 """
 
 from __future__ import annotations
@@ -13,13 +20,18 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from types import EllipsisType, TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from ..errors import ConfigurationError, EngineClosed, LeaseLost, LeaseNotHeld, LockHeld, LockTimeout
-from ..spi import validate_name
+from ..spi import format_duration, validate_name
+from ..spi.patience import CALLER_DEADLINE
+from .callbacks import check_callback
+from .config import check_seconds
 from .contender import Contender
+from .holdings import Holdings
 from .term import EndReason, Term
 from .waiters import ThreadWaiter, Waiter
 
@@ -39,7 +51,7 @@ class Acquisition:
     It contends for a name through one :class:`Claim` per name it could be granted: a lock's
     acquisition has one claim (itself, a :class:`Request`), a semaphore's one per permit. The
     first term granted to any claim is the acquisition's; every later offer is declined, and
-    the engine hands that term to the next waiter here or frees it. Every hook runs with the
+    the engine gives that term to the next waiter here or frees it. Every hook runs with the
     engine's mutex held, as do the caller's reads of its fields.
     """
 
@@ -54,6 +66,20 @@ class Acquisition:
         self.engine_closed = False
         self.error: BaseException | None = None  # of the last attempt the engine made for it
         self.max_hold_timer: Timer | None = None
+        self.pid = 0  # of the process whose caller holds it: its term's (set once granted)
+        self._release_right = [True]  # popped by whoever gets to release it: list.pop is atomic
+
+    def take_release(self) -> bool:
+        """Take the one right to release this acquisition; False when another call took it."""
+        try:
+            self._release_right.pop()
+        except IndexError:
+            return False
+        return True
+
+    @property
+    def release_taken(self) -> bool:
+        return not self._release_right
 
     @property
     def claims(self) -> Sequence[Claim]:
@@ -70,11 +96,11 @@ class Acquisition:
         self._wake()
         return True
 
-    def _hand_attempt(self, claim: Claim, session_id: str) -> bool:
+    def _lend_attempt(self, claim: Claim, session_id: str) -> bool:
         waiter = self.waiter
         if waiter is None or not waiter.attempts_here or self.abandoned or self.term is not None:
             return False  # not waiting yet, or not in a thread of its own: the engine's lane makes it
-        claim.attempt_session = session_id
+        claim.lent_session = session_id
         waiter.wake()
         return True
 
@@ -87,12 +113,12 @@ class Acquisition:
         self.engine_closed = True
         self._wake()
 
-    def handed_attempt(self) -> tuple[Claim, str] | None:
-        """The first claim the engine handed an attempt to make here, and its session; taken."""
+    def lent_attempt(self) -> tuple[Claim, str] | None:
+        """The first claim the engine lent an attempt to make here, and its session; taken."""
         for claim in self.claims:
-            session_id = claim.attempt_session
+            session_id = claim.lent_session
             if session_id is not None:
-                claim.attempt_session = None
+                claim.lent_session = None
                 return claim, session_id
         return None
 
@@ -116,20 +142,20 @@ class Claim(Contender):
     def in_line(self) -> bool:
         return self.entered and not self.left
 
-    def _granted(self, term: Term) -> bool:
+    def on_granted(self, term: Term) -> bool:
         self.left = True
         return self.acquisition._take(self, term)
 
-    def _attempt_here(self, session_id: str) -> bool:
-        return self.acquisition._hand_attempt(self, session_id)
+    def take_attempt(self, session_id: str) -> bool:
+        return self.acquisition._lend_attempt(self, session_id)
 
-    def _attempt_failed(self, error: BaseException) -> None:
+    def on_attempt_failed(self, error: BaseException) -> None:
         self.acquisition._failed(error)
 
-    def _ended(self, term: Term, reason: EndReason) -> None:
+    def on_ended(self, term: Term, reason: EndReason) -> None:
         self.acquisition.owner._term_ended(term, reason)
 
-    def _engine_closed(self) -> None:
+    def on_engine_closed(self) -> None:
         self.left = True
         self.acquisition._closed()
 
@@ -152,11 +178,11 @@ def hopeless(error: BaseException | None) -> bool:
 
 
 class LockBase:
-    """What a lock is whoever waits for it: its name, timings, held term, and how terms end.
+    """What a lock is whoever waits for it: its name, timings, holdings, and how terms end.
 
     The base of semaphores too (:mod:`.semaphore`): every step below works on all the claims
-    of an acquisition, and the bookkeeping of holders (``_keep``, ``_held_by``, ``_forget``) is
-    what a semaphore, with a holder per thread or task, does otherwise.
+    of an acquisition, and the holdings (:mod:`.holdings`: one acquisition per caller, per
+    process) are the same for locks and semaphores, threads and tasks.
 
     ``port`` is the engine, or a callable returning it (resolved at each acquisition).
     """
@@ -174,53 +200,66 @@ class LockBase:
     ) -> None:
         self._port = port
         self.name = validate_name(name)
-        check_seconds("timeout", timeout)
-        check_seconds("max_hold", max_hold, allow_zero=False)
-        self.timeout = timeout
-        self.max_hold = max_hold
+        self.timeout = check_seconds("timeout", timeout)
+        self.max_hold = check_seconds("max_hold", max_hold, allow_zero=False)
+        check_callback("on_lost", on_lost)
         self.on_lost = on_lost
-        self._holder: Acquisition | None = None
-        self._holder_key: object = None  # the thread or task that holds it
-        # Guards who holds this object: a Lock keeps it for as long as it is held, a semaphore
-        # only while it changes its holders.
-        self._mutex = threading.Lock()
+        self._holdings = Holdings()
 
     @property
-    def engine(self) -> Port:
+    def port(self) -> Port:
         port = self._port
         return port if not callable(port) else port()
 
     @property
     def term(self) -> Term | None:
-        """The held term, or ``None``."""
-        holder = self._holder
-        return holder.term if holder is not None else None
+        """The term the caller (this thread, or this task) holds through this object, or ``None``."""
+        held = self._holdings.of(self._caller(), self.port.runtime.pid)
+        return held.term if held is not None else None
+
+    @property
+    def terms(self) -> list[Term]:
+        """The terms held through this object in this process, by every thread or task."""
+        holdings = self._holdings
+        return holdings.terms(self.port.runtime.pid()) if holdings else []
 
     def locked(self) -> bool:
-        """True while this object holds a valid term (a semaphore: while the caller holds one)."""
+        """True while the caller holds a valid term through this object."""
         term = self.term
         return term is not None and term.is_valid()
 
     # -- who holds it ---------------------------------------------------------------------
 
-    def _held_by(self, who: object) -> Acquisition | None:
-        """What ``who`` (a thread's ident, a task) holds through this object."""
-        return self._holder if who is not None and self._holder_key == who else None
-
     def _keep(self, port: Port, who: object, request: Acquisition) -> None:
-        self._holder, self._holder_key = request, who
-        self._hold(port, request)
+        assert request.term is not None
+        request.pid = request.term._pid  # the process it was granted to: no second look at the pid
+        self._holdings[request if who is None else who] = request
+        if self.max_hold is not None:
+            self._hold(port, request)
 
     def _forget(self, who: object, term: Term | None) -> Acquisition:
-        """Stop holding (what ``who`` holds, or ``term``); LeaseNotHeld when there is none."""
-        holder = self._holder
-        if holder is None or holder.term is None:
-            raise LeaseNotHeld(f"lock {self.name!r} is not held")
-        self._holder = self._holder_key = None
-        return holder
+        """Stop holding what ``who`` holds, or ``term``; LeaseNotHeld when there is none."""
+        holdings = self._holdings
+        held = holdings.take(who) if term is None else holdings.take_term(term)
+        if held is None or held.term is None:
+            raise LeaseNotHeld(self._not_held(who, term))
+        return held
 
-    def _refuse_reentry(self, who: object, caller: str) -> None:
-        if self._held_by(who) is not None:
+    def _not_held(self, who: object, term: Term | None) -> str:
+        kind, name = self.kind, self.name
+        if term is not None:
+            return f"{kind} {name!r} is not held with the term {term!r}"
+        message = f"{kind} {name!r} is not held by the caller"
+        if self._holdings.others(who, self.port.runtime.pid()):
+            message += (
+                " (another thread or task holds it through this object: each holder releases its own"
+                " term, and release(term) gives back the term it names, from any thread or task)"
+            )
+        return message
+
+    def _refuse_reentry(self, port: Port, who: object, caller: str) -> None:
+        holdings = self._holdings
+        if who in holdings and holdings.of(who, port.runtime.pid) is not None:  # `in`: no call, mostly
             kind, name = self.kind, self.name
             raise LockHeld(f"{kind} {name!r} is already held by this {caller} ({kind}s are not re-entrant)")
 
@@ -228,7 +267,7 @@ class LockBase:
 
     @staticmethod
     def _caller() -> object:
-        """Who is calling, as holders are told apart: a thread's ident, a task."""
+        """Who is calling, as holders are told apart: a thread, a task."""
         return None
 
     def _request(self, port: Port, *, waits: bool, waiter: Waiter | None = None) -> Acquisition:
@@ -237,9 +276,8 @@ class LockBase:
 
     def _timeout_for(self, timeout: float | EllipsisType | None) -> float | None:
         if isinstance(timeout, EllipsisType):
-            timeout = self.timeout
-        check_seconds("timeout", timeout)
-        return timeout
+            return self.timeout  # checked when the object was made
+        return check_seconds("timeout", timeout)
 
     @staticmethod
     def _session_wait(port: Port, timeout: float | None) -> float | None:
@@ -250,19 +288,20 @@ class LockBase:
     ) -> BaseException | None:
         """Try the claims one by one in the calling thread until one is granted; the last error.
 
-        A claim refused stays in line. After an error, a blocking acquisition puts the claims
-        not tried yet in line too (the engine retries them); a one-shot try stops there.
+        A claim of a blocking acquisition refused stays in line; one of a one-shot try never
+        stands in line (``Lines.acquire_now``). After an error, a blocking acquisition puts
+        the claims not tried yet in line too (the engine retries them); a one-shot try stops there.
         """
         claims = request.claims
         for index, claim in enumerate(claims):
-            with port.mutex:
-                # Settled already: a permit tried earlier was granted from its line meanwhile, and
-                # taking another now would only hold it until the engine freed it again.
-                if request.abandoned or request.settled:
-                    return None
+            # Settled already: a permit tried earlier was granted from its line meanwhile, and taking
+            # another now would only hold it until the engine freed it again. Read without the mutex:
+            # these only ever turn true, and one that turns true right after is handled below.
+            if request.abandoned or request.settled:
+                return None
             error = port.acquire_now(claim, session_wait)
             with port.mutex:
-                claim.entered = True
+                claim.entered = request.waits  # a one-shot try's claim left its line with the reply
                 if request.abandoned:  # its caller left while the attempt was made (a cancelled task)
                     self._withdraw(port, claim)
                     return error
@@ -285,6 +324,12 @@ class LockBase:
 
     def _give_up(self, port: Port, request: Acquisition) -> None:
         """Leave every line still waited in (a late grant is then passed on, never kept)."""
+        if request.term is not None:
+            for claim in request.claims:
+                if claim.entered and not claim.left:  # in_line, without a call: every acquire comes here
+                    break
+            else:
+                return  # granted, and in no line: nothing to leave (neither ever turns back)
         with port.mutex:
             if request.term is None:
                 request.abandoned = True
@@ -314,7 +359,7 @@ class LockBase:
             assert error is not None
             raise error
         detail = f" (last error: {error})" if error is not None else ""
-        raise LockTimeout(f"{self.kind} {self.name!r} not acquired within {timeout} s{detail}")
+        raise LockTimeout(f"{self.kind} {self.name!r} not acquired within {format_duration(timeout)}{detail}")
 
     def _hold(self, port: Port, request: Acquisition) -> None:
         term = request.term
@@ -330,7 +375,11 @@ class LockBase:
                 port.release_later(request.holder, term, EndReason.MAX_HOLD)
 
     def _unhold(self, who: object, term: Term | None = None) -> tuple[Claim, Term]:
-        """Forget the held term before releasing it: the claim that holds it, and the term."""
+        """Forget the held term before releasing it: the claim that holds it, and the term.
+
+        A term inherited from a parent process is never released from here: in a child the
+        engine has none of its parent's slots, so its release reports it ended ``forked``.
+        """
         request = self._forget(who, term)
         if request.max_hold_timer is not None:
             request.max_hold_timer.cancel()
@@ -340,13 +389,13 @@ class LockBase:
 
     @staticmethod
     def _released(term: Term, reason: EndReason) -> None:
-        if reason is not EndReason.RELEASED:
+        if reason.is_loss:
             raise LeaseLost(term, reason)
 
     def _term_ended(self, term: Term, reason: EndReason) -> None:
-        if reason is not EndReason.RELEASED and self.on_lost is not None:
+        if reason.is_loss and self.on_lost is not None:
             on_lost = self.on_lost
-            self.engine.run_callback(lambda: on_lost(term, reason))
+            self.port.run_callback(lambda: on_lost(term, reason))
 
 
 class ThreadAcquirer(LockBase):
@@ -358,11 +407,13 @@ class ThreadAcquirer(LockBase):
         Raises :class:`LockTimeout` when it could not be had in time.
         """
         timeout = self._timeout_for(0 if not blocking else timeout)
+        port = self.port
         who = self._caller()
-        self._refuse_reentry(who, "thread")
-        port = self.engine
+        self._refuse_reentry(port, who, "thread")
         started = port.now()
         request = self._request(port, waits=timeout != 0)
+        # The backend's waits for a connection or a turn end with ours (one try: the backend's own).
+        patience = CALLER_DEADLINE.set(time.monotonic() + timeout if timeout else None)
         try:
             error = self._first_attempts(port, request, self._session_wait(port, timeout))
             if timeout != 0 and not request.settled and not hopeless(error):
@@ -370,6 +421,8 @@ class ThreadAcquirer(LockBase):
         except BaseException:
             self._abandon(port, request)  # interrupted, or the engine failed: never keep a late grant
             raise
+        finally:
+            CALLER_DEADLINE.reset(patience)
         term = self._outcome(port, request, error, timeout)
         self._keep(port, who, request)
         return term
@@ -383,11 +436,11 @@ class ThreadAcquirer(LockBase):
             with port.mutex:
                 if request.settled:
                     return
-                handed = request.handed_attempt()
-                if handed is None:
+                lent = request.lent_attempt()
+                if lent is None:
                     waiter.clear()
-            if handed is not None:
-                port.attempt_handed_over(*handed)  # its error reaches ``request.error``
+            if lent is not None:
+                port.make_lent_attempt(*lent)  # its error reaches ``request.error``
                 continue
             remaining = None if timeout is None else started + timeout - port.now()
             if remaining is not None and remaining <= 0:
@@ -401,17 +454,20 @@ class ThreadAcquirer(LockBase):
         except LockTimeout:
             return None
 
-    @staticmethod
-    def _caller() -> object:
-        return threading.get_ident()
+    #: Who is calling: the thread object, not its ident (a new thread may reuse a dead one's).
+    _caller = staticmethod(threading.current_thread)
 
-    def _release(self, who: object, term: Term | None = None) -> None:
-        holder, held = self._unhold(who, term)
-        reason = self.engine.release_now(holder, held)
+    def release(self, term: Term | None = None) -> None:
+        """Give back the term this thread holds, or the one ``term`` is (from any thread).
+
+        Raises :class:`LeaseNotHeld` when there is none, and :class:`LeaseLost` (a subclass)
+        when that term had already ended otherwise (taken over, expired, force-released, its
+        maximum hold time, or granted in a parent process): whatever ran since then was not
+        protected. Another thread's term is never touched.
+        """
+        holder, held = self._unhold(self._caller(), term)
+        reason = self.port.release_now(holder, held)
         self._released(held, reason)
-
-    def release(self) -> None:
-        raise NotImplementedError
 
     def __enter__(self) -> Term:
         return self.acquire()
@@ -439,27 +495,9 @@ class Lock(ThreadAcquirer):
     (``None``: wait forever); ``max_hold`` releases the lock automatically after
     that many seconds (reported as a loss); ``on_lost(term, reason)`` runs on the
     callback thread when a held term ends without :meth:`release` (taken over,
-    session expired, maximum hold time...).
+    session expired, maximum hold time...). ``term`` and ``locked()`` are the calling
+    thread's; ``terms`` lists every thread's.
     """
-
-    def _keep(self, port: Port, who: object, request: Acquisition) -> None:
-        # Another thread sharing this object waits for it to be released first.
-        self._mutex.acquire()
-        super()._keep(port, who, request)
-
-    def release(self) -> None:
-        """Release the held term.
-
-        Raises :class:`LeaseNotHeld` when nothing is held, and :class:`LeaseLost` (a subclass)
-        when the term had already ended otherwise (taken over, expired, force-released, its
-        maximum hold time): whatever ran since then was not protected by the lock.
-        """
-        holder, term = self._unhold(None)
-        try:
-            reason = self.engine.release_now(holder, term)
-        finally:
-            self._mutex.release()
-        self._released(term, reason)
 
     def __repr__(self) -> str:
         return f"<Lock {self.name!r} term={self.term!r}>"
@@ -477,12 +515,3 @@ def release_after(release: Callable[[], None], error: BaseException | None) -> N
         release()
     except LeaseLost as lost:
         logger.warning("django-simba: %s while the block raised %r", lost, error)
-
-
-def check_seconds(field: str, value: object, *, allow_zero: bool = True) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{field} must be None or a number of seconds, not {value!r}")
-    if value < 0 or (not allow_zero and value == 0):
-        raise ValueError(f"{field} must be {'>= 0' if allow_zero else '> 0'} seconds, not {value!r}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ..spi import BackendUnavailable, Renewal, SessionExpired, validate_name
+from ..spi import BackendUnavailable, Renewal, SessionExpired, redact, validate_name
 from .context import Context, ignore
 from .keeper import Session, SessionKeeper
 from .runtime import CONTEND_LANE, Outcome
@@ -103,6 +103,18 @@ class Membership:
             else:
                 self._submit_leave(session_id, group)
 
+    def resync(self) -> None:
+        """The backend may have lost what it knew (a failover to a replica that missed the last
+        writes, a reconnection): join every group joined here again (mutex held; joins are idempotent).
+
+        The session can survive such a loss while a membership written after it does not, and
+        nothing else would tell: the keep-alive's reply lists leases only.
+        """
+        session = self.keeper.session
+        if session is not None:
+            for group in self._joined:
+                self._submit_join(session.id, group)
+
     def _submit_leave(self, session_id: str, group: str) -> None:
         backend = self.context.backend
         self.context.runtime.submit(CONTEND_LANE, lambda: backend.leave(session_id, group), ignore)
@@ -117,7 +129,8 @@ class Membership:
 
         def on_done(outcome: Outcome[None]) -> None:
             if outcome.error is not None and not isinstance(outcome.error, SessionExpired):
-                logger.warning("django-simba: rejoining %r failed (%s); retrying", group, outcome.error)
+                failure = redact(outcome.error)
+                logger.warning("django-simba: rejoining %r failed (%s); retrying", group, failure)
                 context.runtime.call_later(
                     context.config.renew_interval / 2, lambda: self._rejoin(session_id, group)
                 )

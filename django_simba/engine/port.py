@@ -78,8 +78,8 @@ class Port(Protocol):
         """One attempt in the calling thread, else in line; the attempt's error, if any."""
         ...
 
-    def attempt_handed_over(self, contender: Contender, session_id: str) -> BaseException | None:
-        """Make the attempt the engine handed to ``contender``'s own thread."""
+    def make_lent_attempt(self, contender: Contender, session_id: str) -> BaseException | None:
+        """Make the attempt the engine lent to ``contender``'s own thread."""
         ...
 
     def release_now(self, contender: Contender, term: Term) -> EndReason:

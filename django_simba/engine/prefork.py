@@ -7,7 +7,7 @@ Their engine holds no session for elections: a candidacy begun there waits in th
 parent keeps it waiting for the next child). Locks and groups used there still
 open a session: the caller asked for one.
 
-Which processes hold is decided outside the engine (``django_simba.integrations``);
+Which processes hold is decided outside the engine (``django_simba.servers``);
 the engine only asks, in a forked child, whether that child serves.
 """
 
@@ -40,12 +40,12 @@ class ForkHold:
         """Keep ``candidate`` for the children instead of contending here; False when not holding."""
         if not self.active:
             return False
-        self._parked = [c for c in self._parked if c._contends_after_fork()] + [candidate]
+        self._parked = [c for c in self._parked if c.contends_after_fork()] + [candidate]
         return True
 
     def take(self) -> tuple[list[Contender], bool]:
         """Stop holding: the candidacies still open, and whether the engine must start."""
-        parked, start = [c for c in self._parked if c._contends_after_fork()], self.start_in_child
+        parked, start = [c for c in self._parked if c.contends_after_fork()], self.start_in_child
         self.active, self.start_in_child, self._parked = False, False, []
         return parked, start
 
@@ -73,4 +73,5 @@ def serve_here(engine: Engine) -> None:
     engine.start()
     with engine.mutex:
         for candidate in parked:
+            candidate.on_forked()  # held until now: it contends afresh, here
             engine.enqueue(candidate)

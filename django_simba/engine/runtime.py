@@ -50,6 +50,10 @@ class Outcome(Generic[T]):
         return self.error is None
 
 
+#: The outcome of a call that returned nothing and raised nothing (shared: outcomes are immutable).
+DONE: Outcome[None] = Outcome()
+
+
 class Timer(Protocol):
     def cancel(self) -> None: ...
 
@@ -133,8 +137,13 @@ class ThreadRuntime:
     No thread exists until :meth:`start` (never at import time).
     """
 
+    #: The clock itself, not a method calling it: read several times a lock cycle.
+    now: Callable[[], float]
+    #: ``os.getpid`` itself, for the same reason.
+    pid = staticmethod(os.getpid)
+
     def __init__(self, clock: Callable[[], float] = local_clock, rng: random.Random | None = None):
-        self._clock = clock
+        self._clock = self.now = clock
         self._random = rng or random.Random()
         self._init_state()
 
@@ -148,15 +157,9 @@ class ThreadRuntime:
         self._timer_thread: threading.Thread | None = None
         self._running = False
 
-    def now(self) -> float:
-        return self._clock()
-
     @property
     def random(self) -> random.Random:
         return self._random
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def start(self) -> None:
         with self._mutex:

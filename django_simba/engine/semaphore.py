@@ -15,9 +15,10 @@ tries the permits from a random one on, so acquirers spread over them.
 
 Like a lock, a semaphore is **not re-entrant**: a thread (or task) that acquires a
 semaphore object it already holds a permit of gets :class:`LockHeld`. Unlike a lock, one
-object serves many holders at once: each thread or task that acquires it holds a permit of
-its own, and ``release()`` gives back the caller's (``release(term)`` gives back that
-permit, from any thread).
+object serves many holders at once. Its holdings are a lock's (:mod:`.holdings`, one
+mechanism for both): each thread or task that acquires it holds a permit of its own,
+``release()`` gives back the caller's (``release(term)`` gives back that permit, from any
+thread), and a forked child holds none of its parent's.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidName, LeaseNotHeld
+from ..errors import InvalidName
 from ..spi import MAX_NAME_LENGTH, LeaseInfo, validate_name
 from .alock import LoopAcquirer
 from .lock import Acquisition, Claim, LockBase, ThreadAcquirer
@@ -94,19 +95,6 @@ class SemaphoreBase(LockBase):
         self.permit_names = permit_names(name, permits)
         super().__init__(port, name, timeout=timeout, max_hold=max_hold, on_lost=on_lost)
         self.permits = permits
-        self._holders: dict[object, Acquisition] = {}
-
-    @property
-    def term(self) -> Term | None:
-        """The term of the permit the caller (this thread, or this task) holds here, or ``None``."""
-        held = self._held_by(self._caller())
-        return held.term if held is not None else None
-
-    @property
-    def terms(self) -> list[Term]:
-        """The terms of every permit held through this object, by any thread or task."""
-        with self._mutex:
-            return [held.term for held in self._holders.values() if held.term is not None]
 
     def _holders_seen(self, port: Port) -> list[LeaseInfo]:
         number = {name: index for index, name in enumerate(self.permit_names)}
@@ -118,29 +106,6 @@ class SemaphoreBase(LockBase):
         start = port.runtime.random.randrange(len(names))
         return PermitRequest(self, names[start:] + names[:start], waits=waits, waiter=waiter)
 
-    def _held_by(self, who: object) -> Acquisition | None:
-        if who is None:
-            return None
-        with self._mutex:
-            return self._holders.get(who)
-
-    def _keep(self, port: Port, who: object, request: Acquisition) -> None:
-        with self._mutex:
-            self._holders[request if who is None else who] = request
-        self._hold(port, request)
-
-    def _forget(self, who: object, term: Term | None) -> Acquisition:
-        with self._mutex:
-            if term is None:
-                key = who
-            else:
-                key = next((key for key, held in self._holders.items() if held.term is term), None)
-            held = self._holders.pop(key, None) if key is not None else None
-        if held is None:
-            whose = "by the caller" if term is None else f"with the term {term!r}"
-            raise LeaseNotHeld(f"semaphore {self.name!r} is not held {whose}")
-        return held
-
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} permits={self.permits} held here={len(self.terms)}>"
 
@@ -149,30 +114,18 @@ class Semaphore(SemaphoreBase, ThreadAcquirer):
     """At most ``permits`` holders of ``name`` at once, for threads (see the module docstring).
 
     ``timeout``, ``max_hold`` and ``on_lost`` mean what they mean for a :class:`~.lock.Lock`,
-    for each holder's permit.
+    for each holder's permit; so does :meth:`release`, for the permit's term.
     """
-
-    def release(self, term: Term | None = None) -> None:
-        """Give back the permit this thread holds, or the one ``term`` is of (from any thread).
-
-        Raises :class:`LeaseNotHeld` when there is none, and :class:`LeaseLost` (a subclass)
-        when the permit's term had already ended otherwise, as :meth:`Lock.release` does.
-        """
-        self._release(self._caller(), term)
 
     def holders(self) -> list[LeaseInfo]:
         """Who holds the permits now, as the backend sees it (one backend call), in permit order."""
-        return self._holders_seen(self.engine)
+        return self._holders_seen(self.port)
 
 
 class AsyncSemaphore(SemaphoreBase, LoopAcquirer):
     """The same semaphore for coroutines: a waiting task holds no thread (``async with``)."""
 
-    async def release(self, term: Term | None = None) -> None:
-        """Give back the permit this task holds, or the one ``term`` is of; as :meth:`Semaphore.release`."""
-        await self._release(self._caller(), term)
-
     async def holders(self) -> list[LeaseInfo]:
         """Who holds the permits now (one backend call, on the engine's lane), in permit order."""
-        port = self.engine
+        port = self.port
         return await on_lane(port, lambda: self._holders_seen(port))

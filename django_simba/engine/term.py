@@ -9,11 +9,33 @@ from enum import Enum
 class EndReason(Enum):
     RELEASED = "released"  # the holder released it
     MAX_HOLD = "maximum hold time reached"  # released for the holder, whose work may still run
-    LOST = "lost"  # no longer the session's on the backend: taken over or force-released
+    TAKEN = "taken"  # no longer the session's on the backend: taken over or force-released
     SESSION_EXPIRED = "session expired"  # the backend reported the session gone
     DEADLINE = "deadline passed"  # no renewal reached us before the local deadline
     CLOSED = "engine closed"
     FORKED = "forked"  # in a child process: the parent's terms are not the child's
+
+    def __init__(self, value: str) -> None:
+        #: Whether a term that ended so was lost: every end but its holder's own release.
+        #:
+        #: The one rule for ``on_lost``, the ``term_lost`` signal, the ``terms_lost`` metric, the
+        #: engine's warning and ``LeaseLost``: whatever the holder did after such an end was not
+        #: protected by the term (an engine closed while a term is held ends it too). An attribute
+        #: set once per member, not a property: every end of a term reads it several times.
+        self.is_loss = value != "released"
+
+    @property
+    def explained(self) -> str:
+        """The reason in words, for logs."""
+        return _EXPLAINED.get(self, self.value)
+
+
+_EXPLAINED = {
+    EndReason.TAKEN: "taken over, or force-released by an operator",
+    EndReason.MAX_HOLD: "its maximum hold time was reached",
+    EndReason.DEADLINE: "its local deadline passed without a renewal",
+    EndReason.CLOSED: "the engine closed",
+}
 
 
 class Term:
@@ -34,6 +56,7 @@ class Term:
         deadline: float,
         clock: Callable[[], float],
         pid_of: Callable[[], int],
+        pid: int | None = None,
     ):
         self.name = name
         self.token = token
@@ -41,7 +64,9 @@ class Term:
         self._deadline = deadline
         self._clock = clock
         self._pid_of = pid_of
-        self._pid = pid_of()  # a child forked without Python's hooks inherits this object, not the term
+        # A child forked without Python's hooks inherits this object, not the term. ``pid``: the
+        # process the engine already knows it runs in (a getpid is a system call).
+        self._pid = pid_of() if pid is None else pid
         self._ended: EndReason | None = None
 
     def is_valid(self) -> bool:
@@ -75,9 +100,8 @@ class Term:
 
     def _lost_before_release(self) -> None:
         """A release found the name no longer this term's: it had been lost before it."""
-        self._ended = EndReason.LOST
+        self._ended = EndReason.TAKEN
 
     def __repr__(self) -> str:
         state = "valid" if self.is_valid() else (self._ended.value if self._ended else "timed out")
         return f"<Term {self.name!r} token={self.token} {state}>"
-

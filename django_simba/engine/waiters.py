@@ -44,7 +44,8 @@ class ThreadWaiter:
         self._event.set()
 
     def wait(self, timeout: float | None) -> None:
-        self._event.wait(timeout)
+        # Past TIMEOUT_MAX (49 days on Windows) the wait would raise: the caller's loop waits again.
+        self._event.wait(timeout if timeout is None else min(timeout, threading.TIMEOUT_MAX))
 
     def clear(self) -> None:
         self._event.clear()
@@ -74,8 +75,10 @@ def on_lane(port: Port, call: Callable[[], T]) -> asyncio.Future[T]:
     future: asyncio.Future[T] = loop.create_future()
 
     def done(outcome: Outcome[T]) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+        try:  # noqa: SIM105 - every async acquire and release comes here: no suppress() object
             loop.call_soon_threadsafe(_settle, future, outcome)
+        except RuntimeError:  # the loop closed meanwhile
+            pass
 
     port.submit(call, done)
     return future

@@ -5,8 +5,9 @@ the same lease name: ``fence_token <= token AND fence_lease IN (name, '')``
 (a row never fenced has token 0 and no name). The check is part of the
 ``UPDATE`` statement itself, so the database applies check and write
 atomically, on every database, without ``SELECT ... FOR UPDATE``; the row count
-says whether the write was accepted. A read happens only after a refusal, to
-say why.
+says whether the write was accepted. Reads happen only after a write that
+changed nothing, to say why (a locking one too inside a transaction, since
+the transaction's snapshot may be older than what the ``UPDATE`` saw).
 """
 
 from __future__ import annotations
@@ -159,9 +160,31 @@ def rows_of_own_table(rows: QuerySet[M]) -> QuerySet[M]:
 
 
 def _raise_if_refused(rows: QuerySet[Any], fence: Fenceable) -> None:
-    """After a write that changed nothing: raise why, if one of the rows refuses the fence."""
+    """After a write that changed nothing: raise why, if one of the rows refuses the fence.
+
+    A plain read sees the transaction's snapshot. Under REPEATABLE READ that may be older than
+    what the UPDATE read (MySQL's UPDATE reads the latest committed rows, its SELECT the
+    snapshot): a row a newer term wrote, or created, since the snapshot refuses the UPDATE while
+    the snapshot shows it writable, or not at all. So inside a transaction, when the snapshot
+    shows no refusal, a locking read, which reads the latest rows, has the last word. It locks
+    nothing the UPDATE did not: it returns only refusing rows (none on PostgreSQL, whose UPDATE
+    and SELECT read the same snapshot), and InnoDB's UPDATE locked the rows it scanned.
+    """
+    _raise_for(_refusing(rows, fence), fence)
+    features = (connection := connections[write_alias(rows)]).features
+    if features.has_select_for_update and not connection.get_autocommit():
+        of = ("self",) if features.has_select_for_update_of else ()  # not a joined table's rows
+        _raise_for(_refusing(rows.select_for_update(of=of), fence), fence)
+
+
+def _refusing(rows: QuerySet[Any], fence: Fenceable) -> list[tuple[str, int]]:
+    """The fence of the row that refuses ``fence`` with the newest token, if any (one row at most)."""
     refusing = rows.exclude(_writable(fence)).order_by(f"-{TOKEN_FIELD}")
-    for lease, token in refusing.values_list(LEASE_FIELD, TOKEN_FIELD)[:1]:
+    return list(refusing.values_list(LEASE_FIELD, TOKEN_FIELD)[:1])
+
+
+def _raise_for(refusing: list[tuple[str, int]], fence: Fenceable) -> None:
+    for lease, token in refusing:
         if lease not in (fence.name, ""):
             raise WrongLease(fence.name, lease)
         raise StaleToken(fence.name, fence.token, token)

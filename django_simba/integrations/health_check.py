@@ -1,6 +1,6 @@
 """A django-health-check (4.x) check reporting this process's Simba session.
 
-::
+Add ``"health_check"`` to ``INSTALLED_APPS`` (its page's templates are there), then::
 
     # urls.py
     from health_check.views import HealthCheckView
@@ -13,9 +13,14 @@
     ]
 
 Unavailable when the process has no live session (the backend cannot be
-reached, or the engine was never started and ``start`` is False); a warning
+reached, the settings are invalid, or the engine was never started and ``start``
+is False); a warning
 when the session is live but its local deadline is less than one renew
 interval away, which means keep-alives are failing or late.
+
+django-health-check logs a failed check with its traceback on its ``health_check``
+logger; importing this module masks the credentials of that logger's records as
+django-simba's own (:mod:`django_simba.redacted_logs`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ import datetime
 from health_check.base import HealthCheck
 from health_check.exceptions import ServiceUnavailable, ServiceWarning
 
-from ..spi import SimbaError
+from ..redacted_logs import redact_records_of
+from ..spi import SimbaError, format_duration
+
+redact_records_of("health_check")  # its failures' tracebacks: ours chained under its exceptions
 
 
 @dataclasses.dataclass
@@ -48,7 +56,10 @@ class SimbaSession(HealthCheck):  # type: ignore[misc]  # health_check ships no 
         if engine is None or not engine.started or engine.closed:
             if not self.start:
                 raise ServiceUnavailable("the Simba engine is not started in this process")
-            engine = get_engine()
+            try:
+                engine = get_engine()
+            except SimbaError as error:  # invalid settings: a check failed, not the health check
+                raise ServiceUnavailable(f"no Simba engine ({type(error).__name__})") from error
         vendor = engine.backend.vendor
         try:
             engine.wait_for_session(self.wait)
@@ -61,8 +72,9 @@ class SimbaSession(HealthCheck):  # type: ignore[misc]  # health_check ships no 
         trusted = 0.0 if deadline is None else deadline - engine.now()
         if trusted <= 0:
             raise ServiceUnavailable(f"the session on the {vendor} backend passed its deadline")
-        if trusted < engine.config.renew_interval:
-            raise ServiceWarning(f"keep-alives are late: the session is trusted for {trusted:.1f} s only")
+        if trusted < engine.renew_every:  # a server's short grant shortens it (engine/keeper.py)
+            trust = format_duration(trusted)
+            raise ServiceWarning(f"keep-alives are late: the session is trusted for {trust} only")
 
     def pretty_status(self) -> str:
         return "OK"

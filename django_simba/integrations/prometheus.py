@@ -20,8 +20,9 @@ metric                              type       meaning
                                                answered later than the renew interval
 ``simba_terms_won_total``           counter    terms won, by ``kind`` (lock, semaphore,
                                                election)
-``simba_terms_lost_total``          counter    terms that ended without their holder
-                                               releasing them, by ``kind`` and ``reason``
+``simba_terms_lost_total``          counter    terms lost (``EndReason.is_loss``: every end
+                                               but the holder's release), by ``kind`` and
+                                               ``reason``
 ``simba_terms_held``                gauge      terms held now, by ``kind``
 ==================================  =========  ==========================================
 """
@@ -113,7 +114,7 @@ def metrics_for(registry: Any = None) -> EngineMetrics:
                 ),
                 terms_lost=prom.Counter(
                     "simba_terms_lost",
-                    "Lease terms that ended without being released (taken over, expired...).",
+                    "Lease terms lost: every end but the holder's release (taken over, expired, closed...).",
                     ["backend", "kind", "reason"],
                     registry=registry,
                 ),
@@ -129,11 +130,27 @@ def metrics_for(registry: Any = None) -> EngineMetrics:
 
 
 class PrometheusObserver(EngineObserver):
-    """Feeds :class:`EngineMetrics` from one engine's hooks (called on its callback thread)."""
+    """Feeds :class:`EngineMetrics` from one engine's hooks.
+
+    They only count, so they run inline: in the thread that changed the engine's state, at
+    no cost of a thread switch at every grant and end.
+    """
+
+    inline = True
 
     def __init__(self, backend: str, metrics: EngineMetrics | None = None) -> None:
         self.backend = backend
         self.metrics = metrics or metrics_for()
+        # The series of each kind, looked up once: ``labels()`` costs more than the count itself.
+        self._series: dict[str, tuple[Any, Any]] = {}
+
+    def _won_and_held(self, kind: str) -> tuple[Any, Any]:
+        series = self._series.get(kind)
+        if series is None:
+            metrics, backend = self.metrics, self.backend
+            won, held = metrics.terms_won.labels(backend, kind), metrics.terms_held.labels(backend, kind)
+            series = self._series[kind] = (won, held)
+        return series
 
     def session_opened(self, session_id: str) -> None:
         self.metrics.sessions_opened.labels(self.backend).inc()
@@ -149,12 +166,13 @@ class PrometheusObserver(EngineObserver):
             self.metrics.keepalive_failures.labels(self.backend).inc()
 
     def term_started(self, kind: str, term: Term) -> None:
-        self.metrics.terms_won.labels(self.backend, kind).inc()
-        self.metrics.terms_held.labels(self.backend, kind).inc()
+        won, held = self._won_and_held(kind)
+        won.inc()
+        held.inc()
 
     def term_ended(self, kind: str, term: Term, reason: EndReason) -> None:
-        self.metrics.terms_held.labels(self.backend, kind).dec()
-        if reason not in (EndReason.RELEASED, EndReason.CLOSED):
+        self._won_and_held(kind)[1].dec()
+        if reason.is_loss:
             self.metrics.terms_lost.labels(self.backend, kind, reason.value).inc()
 
 

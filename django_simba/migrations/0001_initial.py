@@ -1,4 +1,4 @@
-"""The tables of the database backend: simba_session, simba_lease, simba_member."""
+"""The tables of the database backend: simba_session, simba_lease, simba_member, simba_reclaim."""
 
 from django.db import migrations, models
 
@@ -48,13 +48,58 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("token", models.BigIntegerField(help_text="Term number; never reset.")),
+                (
+                    "wanted",
+                    models.BooleanField(
+                        db_default=False,
+                        default=False,
+                        help_text=(
+                            "Another session was refused this name during the current term (polled databases)."
+                        ),
+                    ),
+                ),
+                (
+                    "freed_at",
+                    models.BigIntegerField(
+                        db_default=0,
+                        default=0,
+                        help_text="Database time, epoch milliseconds, when its last term ended (while free).",
+                    ),
+                ),
             ],
             options={
                 "verbose_name": "lease",
                 "db_table": "simba_lease",
-                "indexes": [models.Index(fields=["session_id"], name="simba_lease_session")],
+                "indexes": [models.Index(fields=["session_id", "freed_at"], name="simba_lease_session")],
                 "permissions": [("force_release_lease", "Can force-release a lease")],
             },
+        ),
+        migrations.CreateModel(
+            name="ReclaimFloor",
+            fields=[
+                ("id", models.PositiveSmallIntegerField(default=1, primary_key=True, serialize=False)),
+                (
+                    "floor",
+                    models.BigIntegerField(
+                        default=0, help_text="Lease rows made from now on start above this token."
+                    ),
+                ),
+                (
+                    "settled",
+                    models.BigIntegerField(
+                        default=0,
+                        help_text="A floor older than any call: free rows with tokens up to it may go.",
+                    ),
+                ),
+                (
+                    "raised_at",
+                    models.BigIntegerField(
+                        default=0,
+                        help_text="Database time, epoch milliseconds, when the floor was last raised.",
+                    ),
+                ),
+            ],
+            options={"verbose_name": "reclaim floor", "db_table": "simba_reclaim"},
         ),
         migrations.CreateModel(
             name="Member",

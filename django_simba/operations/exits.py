@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from django.core.management.base import CommandError
 
-from ..spi import BackendUnavailable, ConfigurationError, InvalidName
+from ..spi import BackendUnavailable, ConfigurationError, InvalidName, redact
 from .lognoise import quiet_client_logs
 
 #: The backend could not be reached (or did not answer in time).
@@ -23,9 +23,10 @@ def command_errors() -> Iterator[None]:
     except InvalidName as error:
         raise CommandError(str(error)) from error
     except ConfigurationError as error:
-        raise CommandError(f"invalid Simba configuration: {error}") from error
+        raise CommandError(f"invalid Simba configuration: {redact(error)}") from error
     except BackendUnavailable as error:
-        raise CommandError(f"the Simba backend cannot be reached: {error}", returncode=UNREACHABLE) from error
+        message = f"the Simba backend cannot be reached: {redact(error)}"
+        raise CommandError(message, returncode=UNREACHABLE) from error
 
 
 def client_logs(verbosity: int) -> AbstractContextManager[object]:

@@ -14,8 +14,9 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-#: The loggers a client library logs its connection attempts to (kazoo logs to both).
-CLIENT_LOGGERS = ("kazoo.client", "kazoo.protocol.connection")
+#: The loggers a client library logs its connection attempts to (kazoo logs to both, and the
+#: ZooKeeper backend's kazoo clients to the last: there its warnings are DEBUG records already).
+CLIENT_LOGGERS = ("kazoo.client", "kazoo.protocol.connection", "django_simba.backends.zookeeper.kazoo")
 
 
 class RetryChatter(logging.Filter):

@@ -26,6 +26,7 @@ term alive; the command gets the fencing token in ``SIMBA_TOKEN`` (with
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -40,6 +41,7 @@ from typing import Literal
 from ..engine import EndReason, Engine, EngineObserver, Term
 from ..errors import LeaseLost
 from ..spi import LeaseInfo, LockTimeout
+from .wakeup import Wakeup
 
 logger = logging.getLogger("django_simba.run")
 
@@ -94,8 +96,9 @@ class _Child:
         self.ending = False
         #: A stop signal that arrived before the command started: it is then not started.
         self.interrupted: int | None = None
-        #: Set by a stop signal, so that a wait for the lock ends at once.
-        self.wake = threading.Event()
+        #: Set by a stop signal (in its handler: hence no threading.Event), or by the thread that
+        #: waited for the term, so that the wait for the lock ends at once.
+        self.wake = Wakeup()
         self.exited = threading.Event()
         self._mutex = threading.Lock()
 
@@ -333,9 +336,10 @@ def _take(
     if mode == "lock":
         lock = engine.lock(name, on_lost=lambda term, reason: on_lost(reason))
         try:
-            return _Holding(lock.acquire(timeout), lock.release)
+            held = lock.acquire(timeout)
         except LockTimeout:
             return None
+        return _Holding(held, functools.partial(lock.release, held))  # released from another thread
     if mode != "leader":
         raise ValueError(f"mode must be 'lock' or 'leader', not {mode!r}")
     elected = threading.Event()
@@ -343,7 +347,7 @@ def _take(
 
     def on_revoked(term: Term) -> None:
         if not releasing.is_set():
-            on_lost(term.ended or EndReason.LOST)
+            on_lost(term.ended or EndReason.TAKEN)
 
     election = engine.election(name, on_elected=lambda term: elected.set(), on_revoked=on_revoked)
     election.wait_decided(engine.backend.timeout)

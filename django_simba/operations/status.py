@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..spi import LeaseBackend, LeaseInfo, Member, SessionInfo, validate_prefix
+from ..spi import LeaseBackend, LeaseInfo, Member, SessionInfo, format_duration, validate_prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,14 +31,25 @@ class SessionRow:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """Sessions, live leases and groups of one backend."""
+    """Sessions, live leases and groups of one backend.
+
+    ``backend`` is the settings' name for it (``"database"``, ``"redis"``, a dotted path), ``vendor``
+    what it runs on (``"postgresql"``, ``"redis"``...).
+    """
 
     backend: str
+    vendor: str
     prefix: str
     sessions: list[SessionRow]
     leases: list[LeaseInfo]
     groups: dict[str, list[Member]]
     taken_at: datetime.datetime = field(default_factory=lambda: datetime.datetime.now(datetime.UTC))
+
+    @property
+    def label(self) -> str:
+        """``"database (sqlite)"``, ``"redis"``...: the backend and, if different, its vendor."""
+        same = self.vendor in (self.backend, "custom")
+        return self.backend if same else f"{self.backend} ({self.vendor})"
 
     @property
     def live_sessions(self) -> int:
@@ -65,15 +76,6 @@ def tool_backend() -> Iterator[LeaseBackend]:
         backend.close()
 
 
-def backend_label(backend: LeaseBackend) -> str:
-    """``"database (sqlite)"``, ``"redis"``...: the settings' backend and, if different, its vendor."""
-    from ..conf import get_settings
-
-    alias = get_settings().backend_alias
-    vendor = backend.vendor
-    return alias if vendor in (alias, "custom") else f"{alias} ({vendor})"
-
-
 def collect(backend: LeaseBackend, prefix: str = "") -> Snapshot:
     """Read everything the tools show; raises the backend's errors (BackendUnavailable...)."""
     validate_prefix(prefix)
@@ -91,23 +93,20 @@ def collect(backend: LeaseBackend, prefix: str = "") -> Snapshot:
         SessionRow(info, tuple(held.get(info.session_id, ())), tuple(joined.get(info.session_id, ())))
         for info in sessions
     ]
-    return Snapshot(backend_label(backend), prefix, rows, leases, groups)
+    from ..conf import get_settings
+
+    return Snapshot(get_settings().backend_alias, backend.vendor, prefix, rows, leases, groups)
 
 
 def format_seconds(remaining: float) -> str:
-    """``"12.3 s"``, or ``"expired"`` once nothing remains."""
-    if remaining <= 0:
-        return "expired"
-    if remaining >= 120:
-        minutes, seconds = divmod(int(remaining), 60)
-        return f"{minutes} min {seconds:02d} s"
-    return f"{remaining:.1f} s"
+    """``"12 s"``, ``"850 ms"``..., or ``"expired"`` once nothing remains."""
+    return "expired" if remaining <= 0 else format_duration(remaining)
 
 
 def as_json(snapshot: Snapshot) -> dict[str, Any]:
-    """A JSON-ready dict; durations in seconds (float), ``expired`` spelled out for sessions."""
+    """A JSON-ready dict of fields (never display strings); durations in seconds (float)."""
     return {
-        "backend": snapshot.backend,
+        "backend": {"name": snapshot.backend, "vendor": snapshot.vendor},
         "prefix": snapshot.prefix,
         "taken_at": snapshot.taken_at.isoformat(),
         "sessions": [
@@ -155,7 +154,7 @@ def render_table(
     """A human-readable report: one table each for sessions, leases and groups."""
     prefix = f", names starting with {snapshot.prefix!r}" if snapshot.prefix else ""
     lines = [
-        f"Simba status: {snapshot.backend} backend{prefix}, {snapshot.taken_at:%Y-%m-%d %H:%M:%S} UTC",
+        f"Simba status: {snapshot.label} backend{prefix}, {snapshot.taken_at:%Y-%m-%d %H:%M:%S} UTC",
         f"{_count(snapshot.live_sessions, 'live session')}, {_count(len(snapshot.leases), 'lease')} held, "
         f"{_count(len(snapshot.groups), 'group')}",
         "",

@@ -4,6 +4,7 @@ Knows nothing of Django nor of the engine; backends and the engine both depend o
 """
 
 from .backend import DEFAULT_TIMEOUT, MAX_PURGE_LIMIT, LeaseBackend, NotificationListener, OptionsProblem
+from .durations import format_duration
 from .errors import (
     BackendTimeout,
     BackendUnavailable,
@@ -15,8 +16,10 @@ from .errors import (
     NotSupported,
     SessionExpired,
     SimbaError,
+    UnsafeAcl,
 )
 from .names import MAX_METADATA_LENGTH, MAX_NAME_LENGTH, validate_metadata, validate_name, validate_prefix
+from .redaction import redact
 from .types import (
     Grant,
     LeaseInfo,
@@ -56,6 +59,9 @@ __all__ = [
     "SessionExpired",
     "SessionInfo",
     "SimbaError",
+    "UnsafeAcl",
+    "format_duration",
+    "redact",
     "validate_metadata",
     "validate_name",
     "validate_prefix",

@@ -26,6 +26,10 @@ NotificationListener = Callable[[Notification], None]
 
 DEFAULT_TIMEOUT = 5.0
 MAX_PURGE_LIMIT = 1000
+#: The longest span of seconds anything accepts (a lease, a renew interval, a timeout, a maximum
+#: hold): a year, beyond any lease or wait that means something, well within what clocks and
+#: timers represent. ``django_simba.engine.config`` re-exports it for callers and settings.
+MAX_SECONDS = 365 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,38 @@ class LeaseBackend(ABC):
     #: The system check that reports ``OPTIONS`` this backend refuses (:meth:`options_problems`).
     #: The built-in backends have E012 to E014; a backend of your own reports under E015.
     options_check_id: ClassVar[str] = "django_simba.E015"
+    #: The longest ``lease_duration`` a session may be opened with: lower where the server's
+    #: protocol cannot carry more (see :meth:`lease_duration_problem`).
+    max_lease_duration: ClassVar[float] = MAX_SECONDS
+
+    @classmethod
+    def lease_duration_problem(cls, lease_duration: float) -> OptionsProblem | None:
+        """Why this backend cannot open sessions of ``lease_duration`` seconds, or None.
+
+        The settings checks (E004), :class:`~django_simba.engine.Engine` and every session call
+        refuse what this refuses, with the accepted range in the message.
+        """
+        if 0 < lease_duration <= cls.max_lease_duration:  # False for nan
+            return None
+        bound = cls.max_lease_duration
+        return OptionsProblem(
+            f"lease_duration must be more than 0 and at most {bound:.0f} seconds ({_days(bound)}) on the "
+            f"{cls.vendor} backend, not {lease_duration!r}",
+            cls.lease_duration_hint(),
+        )
+
+    @classmethod
+    def lease_duration_hint(cls) -> str:
+        """How to fix a lease this backend refuses (the hint of the system check)."""
+        return "Use a LEASE_DURATION such as the default, 15 seconds."
+
+    @classmethod
+    def _check_duration(cls, lease_duration: object) -> None:
+        if isinstance(lease_duration, bool) or not isinstance(lease_duration, int | float):
+            raise TypeError(f"lease_duration must be a number of seconds, not {lease_duration!r}")
+        problem = cls.lease_duration_problem(lease_duration)
+        if problem is not None:
+            raise ValueError(problem.message)
 
     @classmethod
     def options_problems(
@@ -78,14 +114,25 @@ class LeaseBackend(ABC):
         validates its options and does no I/O) and closed again; override to check more.
         """
         try:
-            backend = cls(options, timeout=timeout)
+            backend = cls.build(options, timeout=timeout)
         except Exception as error:  # ConfigurationError, or a driver that cannot be loaded
             reason = (
                 str(error) if isinstance(error, ConfigurationError) else f"{type(error).__name__}: {error}"
             )
-            return [OptionsProblem(reason, cls.options_hint())]
+            return [OptionsProblem(reason, getattr(error, "hint", None) or cls.options_hint())]
         backend.close()
         return []
+
+    @classmethod
+    def build(
+        cls, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT
+    ) -> LeaseBackend:
+        """The backend for ``options``, as the settings' loader builds it: an instance of this class.
+
+        A class that names a family of backends builds the member that serves ``options``
+        (the database backend: the alias's vendor's).
+        """
+        return cls(options, timeout=timeout)
 
     @classmethod
     def options_hint(cls) -> str:
@@ -108,7 +155,7 @@ class LeaseBackend(ABC):
 
     def open_session(self, lease_duration: float, metadata: str = "") -> OpenedSession:
         """Open a new session that lives ``lease_duration`` seconds unless kept alive."""
-        _check_duration(lease_duration)
+        self._check_duration(lease_duration)
         return self._open_session(float(lease_duration), validate_metadata(metadata))
 
     def keep_alive(self, session_id: str, lease_duration: float) -> Renewal:
@@ -116,7 +163,7 @@ class LeaseBackend(ABC):
 
         Raises SessionExpired when the session is gone (and removes what is left of it).
         """
-        _check_duration(lease_duration)
+        self._check_duration(lease_duration)
         return self._keep_alive(session_id, float(lease_duration))
 
     def close_session(self, session_id: str) -> None:
@@ -235,6 +282,14 @@ class LeaseBackend(ABC):
         """True while notifications are being delivered; False means the engine must poll."""
         return False
 
+    # -- the caller ---------------------------------------------------------------
+
+    def check_caller(self) -> None:
+        """Raise ConfigurationError when what the calling thread holds keeps every call of this
+        backend from succeeding until the thread lets go (SQLite: its transaction holds the write
+        lock of the tables' database). The engine asks before a caller waits for a session, which
+        the keep-alive thread could then never open. No-op by default."""
+
     # -- lifecycle ----------------------------------------------------------------
 
     def after_fork(self) -> None:
@@ -289,11 +344,16 @@ class LeaseBackend(ABC):
     def _purge_expired(self, limit: int) -> int: ...
 
 
-def _check_duration(lease_duration: object) -> None:
-    if isinstance(lease_duration, bool) or not isinstance(lease_duration, int | float):
-        raise TypeError(f"lease_duration must be a number of seconds, not {lease_duration!r}")
-    if not 0 < lease_duration < 86400 * 365:
-        raise ValueError(f"lease_duration must be a positive number of seconds, not {lease_duration!r}")
+def _days(seconds: float) -> str:
+    days = seconds / 86400
+    return f"{days:.0f} days" if days == round(days) else f"about {days:.1f} days"
 
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_PURGE_LIMIT", "LeaseBackend", "NotificationListener", "OptionsProblem"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_PURGE_LIMIT",
+    "MAX_SECONDS",
+    "LeaseBackend",
+    "NotificationListener",
+    "OptionsProblem",
+]

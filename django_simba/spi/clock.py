@@ -13,17 +13,20 @@ because the backend's clock does. Python's ``time.monotonic()`` does not on Linu
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections.abc import Callable
 
 
 def _pick() -> tuple[Callable[[], float], str]:
+    # partial, not a lambda: the engine reads the clock several times a lock cycle, and a partial
+    # of a builtin calls it without a Python frame.
     boottime = getattr(time, "CLOCK_BOOTTIME", None)
     if boottime is not None and _works(boottime):
-        return (lambda: time.clock_gettime(boottime)), "CLOCK_BOOTTIME"
+        return functools.partial(time.clock_gettime, boottime), "CLOCK_BOOTTIME"
     if sys.platform == "darwin" and _works(time.CLOCK_MONOTONIC):
-        return (lambda: time.clock_gettime(time.CLOCK_MONOTONIC)), "CLOCK_MONOTONIC (darwin)"
+        return functools.partial(time.clock_gettime, time.CLOCK_MONOTONIC), "CLOCK_MONOTONIC (darwin)"
     return time.monotonic, "time.monotonic"
 
 

@@ -11,6 +11,7 @@ from ..errors import (
     NotSupported,
     SessionExpired,
     SimbaError,
+    UnsafeAcl,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "NotSupported",
     "SessionExpired",
     "SimbaError",
+    "UnsafeAcl",
 ]

@@ -23,6 +23,7 @@ each test. Tests use fresh, unique names, so they can share a server with other 
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,8 +33,9 @@ import pytest
 
 from ..engine import EndReason, Engine, EngineConfig, Lock, Term, ThreadRuntime
 from ..errors import BackendTimeout, EngineClosed, LeaseLost
-from ..spi import Grant, LeaseBackend, Released, Renewal
+from ..spi import Grant, LeaseBackend, OpenedSession, Released, Renewal
 from ..spi.clock import local_clock
+from .sharing_tck import STEADY_LEASE, SharedHandleTCK
 from .waiting import wait_until
 
 EngineFactory = Callable[..., Engine]
@@ -88,8 +90,12 @@ class EngineKit:
         return self.lease_duration * 2 + self.margin * 2
 
 
-class EngineTCK(EngineKit):
-    """Engine conformance tests over the backend a subclass's ``backend`` fixture builds."""
+class EngineTCK(EngineKit, SharedHandleTCK):
+    """Engine conformance tests over the backend a subclass's ``backend`` fixture builds.
+
+    They include :class:`~.sharing_tck.SharedHandleTCK`: one lock object shared by threads,
+    tasks and a forked child.
+    """
 
     @pytest.fixture
     def name(self) -> str:
@@ -154,7 +160,9 @@ class EngineTCK(EngineKit):
         fenced resource accepts a token equal to the highest it saw), and get newer ones once
         the calls work again; no two local terms ever share a token.
         """
-        engine = make_engine(backend)
+        # Keep-alives as often as the kit's, under a lease they cannot miss on a loaded machine: a
+        # session that lapsed would start over, and no keep-alive would list the old term again.
+        engine = make_engine(backend, lease_duration=STEADY_LEASE)
         first = engine.lock(name)
         old = first.acquire(5)
         outage = _Outage(backend, name)
@@ -194,9 +202,9 @@ class EngineTCK(EngineKit):
         assert backend.force_release(name)
         with pytest.raises(LeaseLost) as raised:
             lock.release()
-        assert raised.value.reason is EndReason.LOST and term.ended is EndReason.LOST
+        assert raised.value.reason is EndReason.TAKEN and term.ended is EndReason.TAKEN
         assert not term.is_valid()
-        wait_until(lambda: lost == [EndReason.LOST], self.patience(), message="on_lost called")
+        wait_until(lambda: lost == [EndReason.TAKEN], self.patience(), message="on_lost called")
 
     def test_a_maximum_hold_time_ends_the_term_as_max_hold(
         self, backend: LeaseBackend, make_engine: EngineFactory, name: str
@@ -212,6 +220,44 @@ class EngineTCK(EngineKit):
         with pytest.raises(LeaseLost) as raised:
             lock.release()  # the holder learns its work outlived the term
         assert raised.value.reason is EndReason.MAX_HOLD and raised.value.term is term
+
+    # -- a server that grants less than asked -------------------------------------------------
+
+    def test_keep_alives_follow_a_session_shorter_than_asked(
+        self,
+        backend: LeaseBackend,
+        make_engine: EngineFactory,
+        name: str,
+        monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """The backend grants 3 s where the engine asks for 8 (a server limit, as ZooKeeper's
+        ``maxSessionTimeout``): renewing every 3.6 s, as the settings say, would let every term
+        lapse at 3 s, again and again. Keep-alives follow the grant instead (every 3 * 3.6 / 8 =
+        1.35 s), the term lives on across several grants, and the short grant is logged once.
+        """
+        caplog.set_level(logging.WARNING, logger="django_simba.engine")
+        granted = 3.0
+        short = _ShortGrants(backend, granted)
+        for method in ("open_session", "keep_alive", "acquire"):
+            monkeypatch.setattr(backend, method, getattr(short, method))
+        engine = make_engine(backend, lease_duration=8.0, renew_interval=3.6)
+        lost: list[EndReason] = []
+        lock = engine.lock(name, on_lost=lambda term, reason: lost.append(reason))
+        term = lock.acquire(5)
+        session = term.session_id
+        renewed_from = short.renewals.count()
+        wait_until(  # four renewals: well past two grants, unless the term lapses first
+            lambda: short.renewals.count() >= renewed_from + 4 or not term.is_valid(),
+            4 * 3.6 + self.margin,
+            message="four keep-alives answered",
+        )
+        assert term.is_valid() and not lost, f"the term lapsed ({term.ended}, {lost})"
+        assert engine.session_id == session
+        lock.release()
+        logged = [r.getMessage() for r in caplog.records if "LEASE_DURATION asks for" in r.getMessage()]
+        assert len(logged) == 1, logged
+        assert "a session of 3 s where LEASE_DURATION asks for 8 s" in logged[0], logged[0]
 
     # -- close ---------------------------------------------------------------------------------
 
@@ -367,6 +413,37 @@ class _Renewals:
             count = self._changed.wait_for(found, timeout)
         assert count, f"no keep-alive answered as expected within {timeout:g} s"
         return count
+
+
+class _ShortGrants:
+    """Stands for a backend's session calls, answering with at most ``granted`` seconds left.
+
+    The backend keeps the session longer; the engine, told less, must renew sooner.
+    """
+
+    def __init__(self, backend: LeaseBackend, granted: float) -> None:
+        self._granted = granted
+        self._open = backend.open_session
+        self._acquire = backend.acquire
+        self._keep_alive = backend.keep_alive
+        self.renewals = _Renewals(self._short_keep_alive)
+
+    def _short_keep_alive(self, session_id: str, lease_duration: float) -> Renewal:
+        renewal = self._keep_alive(session_id, lease_duration)
+        return Renewal(min(renewal.remaining, self._granted), renewal.owned)
+
+    def open_session(self, lease_duration: float, metadata: str = "") -> OpenedSession:
+        opened = self._open(lease_duration, metadata)
+        return OpenedSession(opened.session_id, min(opened.remaining, self._granted))
+
+    def keep_alive(self, session_id: str, lease_duration: float) -> Renewal:
+        return self.renewals(session_id, lease_duration)
+
+    def acquire(self, session_id: str, name: str, *, wait: bool = False) -> Grant | None:
+        grant = self._acquire(session_id, name, wait=wait)
+        if grant is None:
+            return None
+        return Grant(grant.name, grant.token, min(grant.remaining, self._granted))
 
 
 class _Refusals:

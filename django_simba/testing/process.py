@@ -32,7 +32,7 @@ def child_config() -> dict[str, Any]:
     from django.conf import settings
     from django.db import connections
 
-    from ..backends.database.backend import sqlite_identity
+    from ..backends.database.sqlite import sqlite_identity
     from ..conf import get_settings
 
     simba = get_settings()

@@ -27,7 +27,6 @@ without it the tests that need other processes are skipped.
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import os
 import signal
@@ -42,6 +41,7 @@ import pytest
 from ..engine import Engine, EngineConfig, Semaphore, Term, ThreadRuntime
 from ..spi import LeaseBackend
 from ..spi.clock import local_clock
+from ..spi.dotted import import_dotted
 from .engine_tck import EngineFactory, EngineKit
 from .waiting import wait_until
 
@@ -78,7 +78,10 @@ class SemaphoreTCK(EngineKit):
         holding, peak, entries = (context.Value("i", 0) for _ in range(3))
         shared = (context.Lock(), holding, peak, entries)
         results = context.Queue()
-        arguments = (spec, self.config(metadata="racer"), name, permits, rounds, shared, results)
+        # Long leases: what is checked is how many hold at once, and on a loaded machine a racer's
+        # keep-alive came later than the kit's 1 s lease (LeaseLost: deadline passed).
+        racer = self.config(metadata="racer", lease_duration=30.0, renew_interval=10.0)
+        arguments = (spec, racer, name, permits, rounds, shared, results)
         workers = [
             context.Process(target=_contend_in_process, args=arguments, daemon=True) for _ in range(processes)
         ]
@@ -197,7 +200,9 @@ class SemaphoreTCK(EngineKit):
         try:
             for permit in permits:
                 assert backend.acquire(holder, permit) is not None
-            engine = make_engine(backend)
+            # A long lease: what is checked is who stands in line, and a keep-alive that a loaded
+            # machine delayed past the kit's 1 s lease ended the session, so the last try failed.
+            engine = make_engine(backend, lease_duration=30.0, renew_interval=10.0)
             semaphore = engine.semaphore(name, 2)
             assert semaphore.try_acquire() is None
             assert not _in_any_line(engine, name, 2)
@@ -285,8 +290,7 @@ class _Taker:
 
 def _build(spec: Spec) -> LeaseBackend:
     path, kwargs = spec
-    module, _, attribute = path.rpartition(".")
-    backend: LeaseBackend = getattr(importlib.import_module(module), attribute)(**kwargs)
+    backend: LeaseBackend = import_dotted(path)(**kwargs)
     return backend
 
 

@@ -10,13 +10,13 @@ T = TypeVar("T")
 
 
 def wait_until(
-    condition: Callable[[], T],
+    condition: Callable[[], T | None],
     timeout: float,
     *,
     interval: float = 0.01,
     message: str = "condition",
 ) -> T:
-    """Poll ``condition`` until it returns a truthy value; fail after ``timeout`` seconds."""
+    """Poll ``condition`` until it returns a truthy value, and return it; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()

@@ -107,6 +107,8 @@ SIMBA = {
     "METADATA": f"{_WORKER} pid={os.getpid()}" if _WORKER else None,
     # The demo's own process only observes: it needs no session of its own.
     "AUTOSTART": "simba_demo" not in sys.argv,
+    # The demo's workers are a management command of its own: they serve, so they lead.
+    "SERVING_COMMANDS": ["demo_worker"],
 }
 
 LOGGING = {

@@ -63,14 +63,6 @@ def election_name() -> str:
     return f"deploy:{uuid.uuid4().hex[:12]}"
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Server:
     """A server process we started (the leader of its own process group), or one it daemonized into."""

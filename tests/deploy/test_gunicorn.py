@@ -10,13 +10,13 @@ from django_simba.testing import wait_until
 from tests.deploy.conftest import (
     BOOT,
     LEASE,
-    free_port,
     leader_pid,
     live_sessions,
     record_take_over,
     wait_for_leader,
     workers_up,
 )
+from tests.servers.ports import free_port
 
 pytestmark = pytest.mark.redis
 

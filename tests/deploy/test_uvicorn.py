@@ -14,7 +14,8 @@ import uuid
 import pytest
 
 from django_simba.testing import wait_until
-from tests.deploy.conftest import BOOT, LEASE, free_port, live_sessions, record_take_over, wait_for_leader
+from tests.deploy.conftest import BOOT, LEASE, live_sessions, record_take_over, wait_for_leader
+from tests.servers.ports import free_port
 
 pytestmark = pytest.mark.redis
 

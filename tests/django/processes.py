@@ -98,3 +98,50 @@ def forget_redis_keys(url: str, *patterns: str) -> None:
                 connection.delete(*keys)
     finally:
         connection.close()
+
+
+# -- the tiny project (tests/django/tinysite) under gunicorn ---------------------------------------
+
+TINYSITE_SETTINGS = "tests.django.tinysite.settings"
+#: How long a server or a command of the tiny project may take to start.
+BOOT = 30.0
+
+
+def gunicorn_argv(workers: int = 2) -> list[str]:
+    bind = ["--bind", "127.0.0.1:0"]
+    return [
+        console_script("gunicorn"),
+        "--workers",
+        str(workers),
+        *bind,
+        "tests.django.tinysite.wsgi:application",
+    ]
+
+
+def listening_port(output: Output) -> str:
+    from django_simba.testing import wait_until
+
+    listening = r"Listening at: http://127\.0\.0\.1:(\d+)"
+    found = wait_until(lambda: output.matches(listening), BOOT, message="gunicorn listens")
+    return found[0].group(1)
+
+
+def booted_workers(output: Output, workers: int = 2) -> set[int]:
+    from django_simba.testing import wait_until
+
+    def booted() -> set[int] | None:
+        pids = {int(m.group(1)) for m in output.matches(r"Booting worker with pid: (\d+)")}
+        return pids if len(pids) == workers else None
+
+    return wait_until(booted, BOOT, message=f"{workers} workers booted")
+
+
+def every_worker_logs(output: Output, workers: set[int], pattern: str, what: str) -> None:
+    """Wait until each worker logged a line of ``pattern`` (its first group: the pid of the line)."""
+    from django_simba.testing import wait_until
+
+    wait_until(
+        lambda: {int(m.group(1)) for m in output.matches(pattern)} == workers,
+        BOOT,
+        message=f"every worker logged {what}",
+    )

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from django.test import override_settings
 
 import django_simba
-from django_simba import election, group, leases, lock, owner, registry, signals
+from django_simba import election, group, leases, lock, owner, signals
 from django_simba.testing import wait_until
+from tests.django.engines import fresh_engine_on
 
 SIMBA = {"BACKEND": "memory", "LEASE_DURATION": 3, "RENEW_INTERVAL": 1, "METADATA": "api-tests"}
 
 
-@pytest.fixture(autouse=True)
-def fresh_engine():
-    with override_settings(SIMBA=SIMBA):
-        yield
-    registry.reset()
+fresh_engine = fresh_engine_on(SIMBA)
 
 
 def test_lock_owner_and_leases():
@@ -36,8 +32,8 @@ def test_election_and_signals():
     def on_revoked(sender, kind, term, reason, **kwargs):
         seen.append(("revoked", kind, term.token, reason.value))
 
-    signals.elected.connect(on_elected)
-    signals.revoked.connect(on_revoked)
+    signals.term_started.connect(on_elected)
+    signals.term_ended.connect(on_revoked)
     try:
         e = election("scheduler")
         wait_until(lambda: e.is_leader, 5, message="elected")
@@ -45,8 +41,34 @@ def test_election_and_signals():
         wait_until(lambda: len(seen) == 2, 5, message="signals")
         assert seen == [("elected", "election", 1), ("revoked", "election", 1, "released")]
     finally:
-        signals.elected.disconnect(on_elected)
-        signals.revoked.disconnect(on_revoked)
+        signals.term_started.disconnect(on_elected)
+        signals.term_ended.disconnect(on_revoked)
+
+
+def test_signals_without_receivers_wake_no_callback_thread(monkeypatch):
+    """Nothing connected: a lock cycle queues nothing for the signals; a receiver connected later hears."""
+    engine = django_simba.registry.get_engine()
+    queued = []
+    run_callback = engine.runtime.run_callback
+    monkeypatch.setattr(engine.runtime, "run_callback", lambda fn: (queued.append(fn), run_callback(fn)))
+    for _ in range(3):
+        with lock("signals:quiet", timeout=5):
+            pass
+    assert queued == []
+
+    heard = []
+
+    def on_started(sender, kind, term, **kwargs):
+        heard.append((kind, term.name))
+
+    signals.term_started.connect(on_started)
+    try:
+        with lock("signals:heard", timeout=5):
+            pass
+        wait_until(lambda: heard == [("lock", "signals:heard")], 5, message="the receiver heard the grant")
+        assert len(queued) == 1  # the grant; its end has no receiver
+    finally:
+        signals.term_started.disconnect(on_started)
 
 
 def test_group():

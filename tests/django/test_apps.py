@@ -1,4 +1,4 @@
-"""Where the keep-alive thread starts: serving processes only, once, never for migrate & co."""
+"""Which processes serve, and where the keep-alive thread starts: serving processes only, once."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 from django.test import override_settings
 
 from django_simba import registry
-from django_simba.apps import autostart_decision, maybe_autostart
+from django_simba.servers import serving
+from django_simba.servers.autostart import autostart_decision, maybe_autostart
 
 
 @pytest.mark.parametrize(
@@ -18,21 +19,37 @@ from django_simba.apps import autostart_decision, maybe_autostart
         (["manage.py", "makemigrations"], {}, False),
         (["manage.py", "collectstatic", "--noinput"], {}, False),
         (["manage.py", "test"], {}, False),
+        (["manage.py", "help"], {}, False),
+        (["manage.py"], {}, False),
+        (["manage.py", "shell", "-c", "pass"], {}, False),
+        (["manage.py", "changepassword", "admin"], {}, False),
+        (["manage.py", "createsuperuser", "--noinput"], {}, False),
+        (["manage.py", "check", "--deploy"], {}, False),
+        (["manage.py", "simba_status"], {}, False),
+        (["manage.py", "my_own_command"], {}, False),
         (["manage.py", "runserver"], {}, False),  # the autoreloader's watcher
         (["manage.py", "runserver"], {"RUN_MAIN": "true"}, True),  # its serving child
         (["manage.py", "runserver", "--noreload"], {}, True),
+        (["manage.py", "db_worker", "--reload"], {}, False),  # the autoreloader's watcher
+        (["manage.py", "db_worker", "--reload"], {"RUN_MAIN": "true"}, True),
+        (["manage.py", "db_worker"], {}, True),  # DEBUG is False: no reloader
+        (["manage.py", "rqworker", "default"], {}, True),
         (["manage.py", "simba_run", "--lock", "x", "--", "true"], {}, True),
         (["/venv/bin/gunicorn", "project.wsgi"], {}, True),
-        (["/venv/bin/celery", "-A", "proj", "worker"], {}, True),
+        (["/venv/bin/uvicorn", "project.asgi:application"], {}, True),
+        (["/venv/bin/celery", "-A", "proj", "beat"], {}, True),
+        (["/venv/bin/rq", "worker"], {}, True),
         (["/venv/bin/pytest"], {}, False),
         # python -m pytest: not the management command "-q" of a __main__.py
         (["/venv/lib/python3.11/site-packages/pytest/__main__.py", "-q"], {}, False),
         (["/venv/lib/python3.11/site-packages/pytest/__main__.py", "tests/test_x.py"], {}, False),
         (["-c"], {"PYTEST_XDIST_WORKER": "gw0"}, False),  # a pytest-xdist worker
-        (["-c"], {}, True),  # python -c, outside any test run
+        (["-c"], {}, False),  # python -c: no server
+        (["/srv/app/script.py"], {}, False),
         # started by a test of an xdist worker: what its own command line says
         (["/venv/bin/gunicorn", "project.wsgi"], {"PYTEST_XDIST_WORKER": "gw1"}, True),
         (["/venv/lib/python3.11/site-packages/django/__main__.py", "runserver", "--noreload"], {}, True),
+        (["/venv/lib/python3.11/site-packages/django/__main__.py", "shell"], {}, False),
     ],
 )
 def test_autostart_decision(argv, environ, starts):
@@ -93,45 +110,77 @@ def test_migrate_starts_no_thread(tmp_path):
     assert out.stdout.split() == ["None", "1"]
 
 
-# -- processes that do not serve -------------------------------------------------------------
+# -- which processes serve ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("argv", "environ", "holds"),
+    ("argv", "environ", "role"),
     [
-        (["manage.py", "runserver"], {}, True),  # the autoreloader's watcher
-        (["manage.py", "runserver"], {"RUN_MAIN": "true"}, False),  # its serving child
-        (["manage.py", "runserver", "--noreload"], {}, False),
-        (["/venv/bin/celery", "-A", "proj", "worker", "--pool", "solo"], {}, True),  # until worker_init
-        (["/venv/bin/celery", "-A", "proj", "beat"], {}, False),
-        (["/venv/bin/gunicorn", "--preload", "proj.wsgi"], {}, True),  # not inside a gunicorn worker
-        (["/venv/bin/uvicorn", "proj.asgi:application"], {}, False),
-        (["manage.py", "simba_run", "--lock", "x", "--", "true"], {}, False),
+        (["manage.py", "runserver"], {}, "FORKS"),  # the autoreloader's watcher
+        (["manage.py", "runserver"], {"RUN_MAIN": "true"}, "SERVES"),  # its serving child
+        (["manage.py", "runserver", "--noreload"], {}, "SERVES"),
+        (["/venv/bin/celery", "-A", "proj", "worker", "--pool", "solo"], {}, "FORKS"),  # until worker_init
+        (["/venv/bin/celery", "-A", "proj", "beat"], {}, "SERVES"),
+        (["/venv/bin/gunicorn", "--preload", "proj.wsgi"], {}, "FORKS"),  # not inside a gunicorn worker
+        (["/venv/bin/uvicorn", "proj.asgi:application"], {}, "SERVES"),
+        (["manage.py", "simba_run", "--lock", "x", "--", "true"], {}, "SERVES"),
+        (["manage.py", "shell"], {}, "IDLE"),
+        (["manage.py", "help"], {}, "IDLE"),
+        (["manage.py", "test"], {}, "SERVES"),  # tests lead, though nothing starts by itself there
+        (["/venv/bin/pytest"], {}, "SERVES"),
+        (["/srv/app/scheduler.py"], {}, "IDLE"),
     ],
 )
-def test_which_processes_hold_for_their_children(argv, environ, holds):
+def test_which_processes_serve(argv, environ, role):
     import celery  # noqa: F401  (a server is recognised only where its modules are loaded)
     import gunicorn.arbiter  # noqa: F401
 
-    from django_simba.integrations import serving
+    from django_simba.servers import serving
 
-    assert serving.detect(argv, environ)[0] is holds
+    assert serving.detect(argv, environ).role is serving.Role[role]
 
 
-def test_the_setting_decides_where_nothing_was_learnt():
-    from django_simba.integrations import serving
+def test_the_settings_name_more_serving_commands_and_programs():
+    from django_simba.servers import serving
 
-    assert serving.holds_for_children(prefork_parent=True)[0] is True
-    assert serving.holds_for_children(prefork_parent=False)[0] is False
+    named = frozenset({"run_scheduler", "daphne"})
+    assert serving.detect(["manage.py", "run_scheduler"], {}, serving_commands=named).serves
+    assert serving.detect(["/venv/bin/daphne", "proj.asgi:application"], {}, serving_commands=named).serves
+    assert not serving.detect(["manage.py", "shell"], {}, serving_commands=named).serves
+
+
+def test_the_prefork_setting_decides_where_nothing_was_learnt():
+    import gunicorn.arbiter  # noqa: F401
+
+    from django_simba.servers import serving
+
+    master = ["/venv/bin/gunicorn", "--preload", "proj.wsgi"]
+    assert serving.detect(["/venv/bin/uvicorn", "x"], {}, prefork_parent=True).role is serving.Role.FORKS
+    assert serving.detect(master, {}, prefork_parent=False).serves
+
+
+def test_the_public_helper_answers_for_this_process():
+    from django_simba import is_serving_process
+
+    assert is_serving_process() is True  # a test run: tests lead
 
 
 @pytest.mark.parametrize(
     ("pool", "forks"), [("prefork", True), ("processes", True), ("solo", False), ("threads", False)]
 )
 def test_celery_pools_that_fork(pool, forks):
-    from django_simba.integrations.celery import pool_forks
+    from django_simba.servers.celery import pool_forks
 
     assert pool_forks(pool) is forks
+
+
+def test_the_serving_decision_follows_the_settings_it_reads(monkeypatch):
+    """Decided once per process, but again when SIMBA changes: decided inside this override, a
+    prefork parent stayed the answer for the rest of the test worker, whose elections never led."""
+    monkeypatch.setattr(serving, "_learnt", None)  # what a server's hook may have told this process
+    with override_settings(SIMBA={"BACKEND": "memory", "PREFORK_PARENT": True}):
+        assert serving.decision().role is serving.Role.FORKS
+    assert serving.decision().serves  # a test run
 
 
 @override_settings(
@@ -168,7 +217,7 @@ def test_a_prefork_parent_starts_nothing_and_its_forked_child_starts_with_the_ca
 def test_the_lifespan_wrapper_closes_the_engine_at_shutdown():
     import asyncio
 
-    from django_simba.integrations.asgi import SimbaLifespan
+    from django_simba.servers.asgi import SimbaLifespan
 
     seen: list[str] = []
 

@@ -11,20 +11,15 @@ from django.test import override_settings
 
 import django_simba
 from django_simba import LockTimeout, aelection, agroup, aleases, alock, aowner, lock, registry
-from django_simba.aio import AsyncLock
 from django_simba.engine import LockHeld
 from django_simba.engine.lock import Request
 from django_simba.engine.waiters import LoopWaiter
-from tests.django.engines import reset_engine
+from tests.django.engines import fresh_engine_on, reset_engine
 
 SIMBA = {"BACKEND": "memory", "LEASE_DURATION": 3, "RENEW_INTERVAL": 1, "METADATA": "async-tests"}
 
 
-@pytest.fixture(autouse=True)
-def fresh_engine():
-    with override_settings(SIMBA=SIMBA):
-        yield
-    reset_engine()
+fresh_engine = fresh_engine_on(SIMBA)
 
 
 def run(coroutine):
@@ -212,7 +207,7 @@ def test_tasks_sharing_one_lock_take_turns_with_new_tokens():
 
 
 def test_decorator_runs_the_coroutine_under_the_lock():
-    @AsyncLock("decorated", timeout=5)
+    @alock("decorated", timeout=5)
     async def job(x):
         info = await aowner("decorated")
         return x, info is not None

@@ -46,8 +46,8 @@ def messages(simba: dict[str, Any]) -> list[tuple[str, str, str]]:
 @pytest.mark.parametrize(
     ("backend", "options", "expected"),
     [
-        (f"{BACKENDS}.database.backend.DatabaseBackend", {"alias": "nope"}, "django_simba.E012"),
-        (f"{BACKENDS}.database.backend.SqliteBackend", {"max_connections": 0}, "django_simba.E012"),
+        (f"{BACKENDS}.database.vendors.AnyDatabaseBackend", {"alias": "nope"}, "django_simba.E012"),
+        (f"{BACKENDS}.database.sqlite.SqliteBackend", {"max_connections": 0}, "django_simba.E012"),
         (f"{BACKENDS}.redis.backend.RedisBackend", {"url": 5}, "django_simba.E013"),
         (f"{BACKENDS}.redis.backend.RedisBackend", {"cache": "nope"}, "django_simba.E013"),
         (
@@ -67,7 +67,7 @@ def test_a_built_in_backend_named_by_its_module_path_reports_under_its_own_id(ba
 
 def test_the_same_backend_by_its_alias_and_by_its_path_reports_the_same_problem():
     by_alias = messages({"BACKEND": "database", "OPTIONS": {"alias": "nope"}})
-    by_path = messages({"BACKEND": f"{BACKENDS}.database.DatabaseBackend", "OPTIONS": {"alias": "nope"}})
+    by_path = messages({"BACKEND": f"{BACKENDS}.database.AnyDatabaseBackend", "OPTIONS": {"alias": "nope"}})
     assert by_alias == by_path  # the package's path is known as the alias "database"
     assert by_alias[0][2].startswith("'alias' must be one of DATABASES: default")
 
@@ -93,7 +93,7 @@ def test_the_default_verdict_is_the_constructors():
     ("backend", "keeps_rows"),
     [
         ("database", True),
-        (f"{BACKENDS}.database.backend.SqliteBackend", True),
+        (f"{BACKENDS}.database.sqlite.SqliteBackend", True),
         ("memory", False),
         ("redis", False),
         ("zookeeper", False),
@@ -113,7 +113,7 @@ def test_only_backends_that_keep_rows_in_the_tables_say_so(backend, keeps_rows):
 
 def test_the_router_follows_the_backend_class_not_its_name():
     simba = {
-        "BACKEND": f"{BACKENDS}.database.backend.SqliteBackend",
+        "BACKEND": f"{BACKENDS}.database.sqlite.SqliteBackend",
         "OPTIONS": {"alias": "sqlite"},
     }
     with override_settings(SIMBA=simba):

@@ -14,8 +14,7 @@ from django.test import override_settings
 from django_simba import registry
 from tests.conftest import server_missing
 from tests.django.engines import reset_engine
-
-from .test_admin import staff
+from tests.django.staff import staff
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

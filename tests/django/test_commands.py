@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -71,15 +72,9 @@ def child(*args: str, simba: dict | None = None, env: dict | None = None, **pope
         **(env or {}),
     }
     environ.pop("PYTEST_CURRENT_TEST", None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "django", *args],
-        env=environ,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **popen,
-    )
+    popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen}
+    argv = [sys.executable, "-m", "django", *args]
+    return subprocess.Popen(argv, env=environ, cwd=ROOT, text=True, **popen)
 
 
 # -- simba_status ---------------------------------------------------------------------------
@@ -115,7 +110,7 @@ def test_status_json_and_prefix(backend):
     assert 0 < lease["remaining"] <= 3
     session = next(s for s in data["sessions"] if s["session_id"] == engine.session_id)
     assert session["expired"] is False and session["leases"] == ["reports:daily"]
-    assert data["backend"].startswith("database")
+    assert data["backend"] == {"name": "database", "vendor": connection.vendor}  # fields, not a label
 
 
 def test_status_watch_refreshes(backend):
@@ -130,6 +125,7 @@ def test_status_rejects_an_invalid_prefix():
     assert caught.value.returncode == 1
 
 
+@pytest.mark.postgresql  # its driver: the server itself is made unreachable
 def test_status_exits_2_with_the_reason_when_the_backend_is_unreachable():
     process = child(
         "simba_status",
@@ -139,6 +135,99 @@ def test_status_exits_2_with_the_reason_when_the_backend_is_unreachable():
     out, err = process.communicate(timeout=30)
     assert process.returncode == 2, (out, err)
     assert "cannot be reached" in err and "postgresql" in err
+
+
+#: The PostgreSQL alias of tests/settings.py on a port nothing listens on (``SIMBA_PG_PORT=1``):
+#: a test using it needs the driver, so it is marked ``postgresql``.
+UNREACHABLE_PG = {"simba": {"BACKEND": "database", "OPTIONS": {"alias": "postgresql"}, "TIMEOUT": 2}}
+
+
+@pytest.mark.postgresql  # its driver and alias: the server itself is made unreachable
+def test_status_json_prints_json_when_the_backend_is_unreachable():
+    process = child("simba_status", "--json", **UNREACHABLE_PG, env={"SIMBA_PG_PORT": "1"})
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 2, (out, err)
+    document = json.loads(out)
+    assert document["exit_code"] == 2 and "cannot be reached" in document["error"]
+    assert "cannot be reached" in err  # and the reason on stderr, as without --json
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--interval", "0"), ("--count", "-1"), ("--prefix", "bad name"), ("--watch", "--prefix", "bad name")],
+)
+def test_status_json_prints_json_for_every_refused_argument_too(args):
+    """docs/commands.rst: when the report cannot be made, stdout still gets one JSON document."""
+    process = child("simba_status", "--json", *args)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, (out, err)
+    document = json.loads(out)
+    assert document["exit_code"] == 1 and document["error"] in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("simba_status", "--bogus"),
+        ("simba_run", "--", "true"),  # neither --lock nor --leader
+        ("simba_purge", "--limit", "many"),
+        ("simba_run", "--lock", "x", "--timeout", "soon", "--", "true"),
+    ],
+)
+def test_a_usage_error_exits_1_not_the_2_of_an_unreachable_backend(args):
+    process = child(*args)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, (args, out, err)
+    assert "usage:" in err and "error:" in err
+
+
+@pytest.mark.parametrize("watch", [False, True])
+def test_status_into_a_pipe_closed_early_ends_quietly(backend, watch):
+    """``simba_status | head`` ended in a BrokenPipeError traceback."""
+    for index in range(1500):  # more output than a pipe holds (64 KiB), so a write meets the closed pipe
+        backend.open_session(30, f"host=filler-{index} pid={index}")
+    read, write = os.pipe()
+    args = ["--watch", "--count", "5", "--interval", "0.05"] if watch else []
+    process = child("simba_status", *args, stdout=write)
+    os.close(write)
+    with os.fdopen(read) as reader:
+        reader.readline()  # what `head -1` reads, before it leaves
+    _, err = process.communicate(timeout=60)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    # 141 (128 + SIGPIPE) once a write met the closed pipe; a single report the kernel took
+    # in part before the reader left never hears of it, and ends as it would have (0)
+    assert process.returncode == (141 if watch else process.returncode) and process.returncode in (0, 141)
+
+
+@pytest.mark.postgresql  # its driver: the "server" is a port that never answers
+@pytest.mark.parametrize("command", ["simba_status", "simba_purge", "simba_tokens"])
+def test_ctrl_c_while_the_backend_does_not_answer_exits_130_without_a_traceback(command):
+    from tests.servers.ports import SilentServer
+
+    simba = {"BACKEND": "database", "OPTIONS": {"alias": "postgresql"}, "TIMEOUT": 60}
+    with SilentServer() as server:
+        process = child(command, simba=simba, env={"SIMBA_PG_PORT": str(server.port)})
+        try:
+            assert server.accepted.wait(60), "the command connected"
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=30)  # not after the 60 s of TIMEOUT
+        finally:
+            process.kill()
+    assert process.returncode == 130, (out, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+
+
+def test_ctrl_c_ends_a_status_watch_with_the_code_of_its_last_refresh(backend):
+    process = child("simba_status", "--watch", "--json", "--interval", "0.2")
+    try:
+        assert process.stdout is not None
+        assert "sessions" in json.loads(process.stdout.readline())  # a refresh that worked
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 0, (out, err)
+    assert "Traceback" not in err, err
 
 
 # -- simba_purge ----------------------------------------------------------------------------
@@ -208,7 +297,7 @@ def test_run_stops_the_command_when_the_lock_is_lost(tmp_path, backend):
         run_command("simba_run", "--lock", "cron:lost", "--kill-after", "2", "--shell", "--", script)
     releaser.join(10)
     assert caught.value.returncode == 3
-    assert "ended (lost)" in str(caught.value)
+    assert "ended (taken)" in str(caught.value)
 
 
 def test_run_reports_a_missing_command():
@@ -250,11 +339,15 @@ def test_a_signal_arriving_while_the_handlers_change_meets_the_new_ones():
     # raised KeyboardInterrupt from Python's default handler instead of stopping the wait cleanly.
     from django_simba.operations.runner import _signals_held
 
+    # The hold is this thread's signal mask. simba_run changes its handlers while it has no other
+    # thread, where the kernel can only give it the process's signals here; this test process has
+    # threads left by other tests, and a signal sent to the process went to one of them, whose
+    # handler then ran here before the change (['old']). So the signal is sent to this thread.
     seen: list[str] = []
     previous = signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append("old"))
     try:
         with _signals_held():
-            os.kill(os.getpid(), signal.SIGUSR1)
+            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
             signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append("new"))
         wait_until(lambda: seen, 5, message="the held signal delivered")
         assert seen == ["new"]
@@ -287,6 +380,7 @@ def test_a_stop_signal_ends_the_wait_for_the_lock_at_once(backend, signum):
     backend.close_session(other)
 
 
+@pytest.mark.redis
 def test_run_stops_the_command_before_its_term_can_end_when_renewals_fail(tmp_path):
     """The command is warned while the term is valid and is gone before the lease expires on Redis."""
     from urllib.parse import urlsplit

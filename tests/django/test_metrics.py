@@ -61,7 +61,8 @@ def test_terms_won_held_and_lost(engine, prom):
     election = engine.election("scheduler")
     wait_until(lambda: election.is_leader, 5, message="elected")
     engine.backend.force_release("scheduler")  # an operator takes it away: lost at the next keep-alive
-    wait_until(lambda: prom("simba_terms_lost_total", kind="election", reason="lost") == 1, 5, message="lost")
+    taken = lambda: prom("simba_terms_lost_total", kind="election", reason="taken") == 1  # noqa: E731
+    wait_until(taken, 5, message="lost")
     wait_until(lambda: prom("simba_terms_won_total", kind="election") == 2, 5, message="re-elected")
     election.close()
 
@@ -96,3 +97,25 @@ def test_a_new_registry_never_inherits_the_families_of_a_collected_one():
         assert sample == 1.0, f"attempt {attempt}: the families are not on this registry"
         del collector
         gc.collect()
+
+
+def test_on_lost_the_term_lost_signal_and_the_metric_count_the_same_losses(engine, prom):
+    """One rule (``EndReason.is_loss``): a term the engine's close ended under its holder counts for all."""
+    from django_simba.signals import term_lost
+
+    heard: list[str] = []
+
+    def on_signal(sender, kind, term, reason, **kwargs):
+        heard.append(f"signal {reason.value}")
+
+    term_lost.connect(on_signal, dispatch_uid="test_metrics.losses")
+    try:
+        on_lost = lambda term, reason: heard.append(f"on_lost {reason.value}")  # noqa: E731
+        held = engine.lock("metrics:closing", on_lost=on_lost)
+        held.acquire(5)
+        engine.close()
+        wait_until(lambda: len(heard) == 2, 5, message="on_lost and the signal")
+    finally:
+        term_lost.disconnect(dispatch_uid="test_metrics.losses")
+    assert sorted(heard) == ["on_lost engine closed", "signal engine closed"]
+    assert prom("simba_terms_lost_total", kind="lock", reason="engine closed") == 1

@@ -14,15 +14,12 @@ from django.test import override_settings
 from django_simba import registry, singleton_task
 from django_simba.decorators import Skipped, current_term, task_name_for
 from django_simba.testing.waiting import wait_until
+from tests.django.engines import fresh_engine_on
 
 SIMBA = {"BACKEND": "memory", "LEASE_DURATION": 3, "RENEW_INTERVAL": 1}
 
 
-@pytest.fixture(autouse=True)
-def fresh_engine():
-    with override_settings(SIMBA=SIMBA):
-        yield
-    registry.reset()
+fresh_engine = fresh_engine_on(SIMBA)
 
 
 def test_leader_mode_runs_on_the_leader_with_its_term():
@@ -197,6 +194,7 @@ def test_a_coroutine_function_gives_its_permit_back_from_any_worker_thread():
     wait_until(lambda: engine.leases("async.exports:") == [], 5, message="every permit given back")
 
 
+@pytest.mark.redis
 def test_permits_hold_across_real_processes(tmp_path):
     """Four processes run a ``permits=2`` task on Redis: never more than two calls at once."""
     from tests.django.processes import ROOT, child_environ, forget_redis_keys, redis_url_or_skip
@@ -225,3 +223,62 @@ def test_permits_hold_across_real_processes(tmp_path):
     assert set(by_permit) <= {f"{name}:1", f"{name}:2"}
     for permit, tokens in by_permit.items():
         assert tokens == sorted(set(tokens)), f"{permit}: {tokens}"
+
+
+def test_a_non_leader_logs_its_skips_once_per_change_of_leader(caplog, monkeypatch):
+    engine = registry.get_engine()
+    backend = engine.backend
+    acquire = backend.acquire
+
+    def others_only(session_id, name, **kwargs):  # this process stays a candidate that never wins
+        return None if session_id == engine.session_id else acquire(session_id, name, **kwargs)
+
+    monkeypatch.setattr(backend, "acquire", others_only)
+    first = backend.open_session(30, "host=first pid=1").session_id
+    backend.acquire(first, "reports.skips")
+
+    @singleton_task("reports.skips")
+    def job():
+        raise AssertionError("must not run")
+
+    def skips_logged() -> list[str]:
+        records = [r for r in caplog.records if r.name == "django_simba.tasks" and r.levelname == "INFO"]
+        return [r.getMessage() for r in records]
+
+    with caplog.at_level("INFO", logger="django_simba.tasks"):
+        for _ in range(5):
+            assert isinstance(job(), Skipped)
+        assert len(skips_logged()) == 1 and "host=first pid=1" in skips_logged()[0]
+        backend.close_session(first)
+        second = backend.open_session(30, "host=second pid=2").session_id
+        assert backend.acquire(second, "reports.skips") is not None
+        for _ in range(5):
+            job()
+    logged = skips_logged()
+    assert len(logged) == 2 and "host=second pid=2" in logged[1], logged
+    backend.close_session(second)
+
+
+@pytest.mark.redis
+def test_leader_mode_during_an_outage_is_skipped_with_the_reason_never_raised(own_redis):
+    from django_simba.backends.redis import RedisBackend
+
+    other = RedisBackend({"url": own_redis.url}, timeout=1)
+    held = other.open_session(300, "host=other pid=1").session_id
+    other.acquire(held, "reports.outage")
+    simba = {"BACKEND": "redis", "OPTIONS": {"url": own_redis.url}, "LEASE_DURATION": 3, "RENEW_INTERVAL": 1}
+
+    @singleton_task("reports.outage", wait_for_election=5)
+    def periodic():
+        raise AssertionError("must not run")
+
+    with override_settings(SIMBA=simba):
+        try:
+            assert "not the leader" in periodic().reason
+            own_redis.stop()
+            skipped = periodic()  # a periodic loop needs no try/except of its own
+            assert isinstance(skipped, Skipped), skipped
+            assert "the backend cannot be reached" in skipped.reason and skipped.holder is None
+        finally:
+            registry.reset()
+            other.close()

@@ -14,7 +14,7 @@ import pytest
 from django.test import override_settings
 
 from django_simba import registry
-from django_simba.apps import maybe_autostart
+from django_simba.servers.autostart import maybe_autostart
 from django_simba.testing import wait_until
 from tests.django.processes import child_environ, console_script, running
 
@@ -46,7 +46,7 @@ def test_a_serving_process_logs_invalid_settings_with_their_ids(caplog, autostar
 def test_a_warning_is_logged_and_the_engine_still_starts(caplog):
     simba = {"BACKEND": "memory", "LEASE_DURATION": 6, "RENEW_INTERVAL": 2, "TIMEOUT": 3}
     with override_settings(SIMBA=simba), caplog.at_level(logging.INFO):
-        assert maybe_autostart(["/srv/venv/bin/celery", "-A", "proj", "worker"], {})
+        assert maybe_autostart(["/srv/venv/bin/rq", "worker"], {})
     assert [line for line in simba_records(caplog) if "W001" in line]
 
 

@@ -22,15 +22,14 @@ from pathlib import Path
 import django
 import pytest
 from django.db import connections
-from django.test import override_settings
 
 from django_simba import registry
-from django_simba.backends.database import DatabaseBackend
+from django_simba.backends.database import AnyDatabaseBackend
 from django_simba.decorators import Skipped, current_term
 from django_simba.spi import ConfigurationError
-from django_simba.task_framework import framework, singleton_task
+from django_simba.task_framework import framework, singleton_django_task
 from django_simba.testing import wait_until
-from tests.django.engines import MEMORY_SIMBA, hold_elsewhere
+from tests.django.engines import MEMORY_SIMBA, fresh_engine_on, hold_elsewhere
 from tests.django.processes import ROOT, child_environ, running
 
 SIMBA = MEMORY_SIMBA
@@ -44,11 +43,7 @@ def tasks():
         pytest.skip("no task framework: Django 5.2 without the django-tasks backport")
 
 
-@pytest.fixture(autouse=True)
-def fresh_engine():
-    with override_settings(SIMBA=SIMBA):
-        yield
-    registry.reset()
+fresh_engine = fresh_engine_on(SIMBA)
 
 
 # The task functions are module-level functions, as the framework wants; each test makes its own Task.
@@ -72,12 +67,16 @@ def plain(x):
     return x
 
 
+def invoice_run(context, invoice_id, kind="pdf"):
+    return {"name": current_term().name, "attempt": context.attempt}
+
+
 def test_the_framework_is_djangos_own_from_django_6(tasks):
     assert tasks.__name__ == ("django.tasks" if django.VERSION >= (6,) else "django_tasks")
 
 
 def test_each_run_holds_the_lock_with_a_higher_token(tasks):
-    report = singleton_task("framework.report")(token_of_the_run)
+    report = singleton_django_task("framework.report")(token_of_the_run)
     assert isinstance(report, tasks.base.Task)
     first, second = report.enqueue(1), report.enqueue(2)
     assert first.status == second.status == tasks.TaskResultStatus.SUCCESSFUL
@@ -87,7 +86,7 @@ def test_each_run_holds_the_lock_with_a_higher_token(tasks):
 
 
 def test_a_skipped_run_is_a_stored_success_that_says_why(tasks):
-    report = singleton_task("framework.busy")(token_of_the_run)
+    report = singleton_django_task("framework.busy")(token_of_the_run)
     hold_elsewhere("framework.busy")
     result = report.enqueue(1)
     assert result.status == tasks.TaskResultStatus.SUCCESSFUL
@@ -97,7 +96,7 @@ def test_a_skipped_run_is_a_stored_success_that_says_why(tasks):
 
 
 def test_task_options_reach_the_framework(tasks):
-    report = singleton_task("framework.context", priority=5, takes_context=True)(token_with_context)
+    report = singleton_django_task("framework.context", priority=5, takes_context=True)(token_with_context)
     assert (report.priority, report.takes_context) == (5, True)
     result = report.enqueue(3)
     assert result.status == tasks.TaskResultStatus.SUCCESSFUL, result.errors
@@ -105,7 +104,7 @@ def test_task_options_reach_the_framework(tasks):
 
 
 def test_a_coroutine_task_runs_under_the_lock(tasks):
-    report = singleton_task("framework.async")(token_of_an_async_run)
+    report = singleton_django_task("framework.async")(token_of_an_async_run)
     result = report.enqueue(4)
     assert result.status == tasks.TaskResultStatus.SUCCESSFUL, result.errors
     assert result.return_value["token"] > 0
@@ -116,20 +115,33 @@ def test_a_coroutine_task_runs_under_the_lock(tasks):
 
 def test_leader_mode_runs_on_the_leader_and_warns_when_declared(tasks, caplog):
     with caplog.at_level(logging.WARNING, "django_simba.tasks"):
-        led = singleton_task("framework.led", mode="leader")(plain)
+        led = singleton_django_task("framework.led", mode="leader")(plain)
     assert "leader-mode singleton task" in caplog.text and "mode='lock'" in caplog.text
     assert led.enqueue(6).return_value == 6
     hold_elsewhere("framework.elsewhere")
-    elsewhere = singleton_task("framework.elsewhere", mode="leader")(plain)
+    elsewhere = singleton_django_task("framework.elsewhere", mode="leader")(plain)
     skipped = Skipped.from_result(elsewhere.enqueue(7).return_value)
     assert skipped is not None and skipped.reason == "this instance is not the leader"
 
 
+def test_a_name_made_from_the_run_arguments(tasks):
+    send = singleton_django_task("framework.invoice:{invoice_id}:{kind}", takes_context=True)(invoice_run)
+    assert send.enqueue(3).return_value == {"name": "framework.invoice:3:pdf", "attempt": 1}
+    assert send.enqueue(invoice_id=4, kind="xml").return_value["name"] == "framework.invoice:4:xml"
+    hold_elsewhere("framework.invoice:5:pdf")
+    skipped = Skipped.from_result(send.enqueue(5).return_value)
+    assert skipped is not None and skipped.name == "framework.invoice:5:pdf"
+    with pytest.raises(ValueError, match="not a parameter"):
+        singleton_django_task("framework.invoice:{number}", takes_context=True)(invoice_run)
+    with pytest.raises(ValueError, match="needs mode='lock'"):
+        singleton_django_task("framework.invoice:{invoice_id}", mode="leader")
+
+
 def test_bad_arguments_fail_at_declaration(tasks):
     with pytest.raises(ValueError):
-        singleton_task("bad name")
+        singleton_django_task("bad name")
     with pytest.raises(ValueError):
-        singleton_task("x", mode="everywhere")
+        singleton_django_task("x", mode="everywhere")
 
 
 # -- several db_worker processes, one name -------------------------------------------------------
@@ -154,7 +166,7 @@ def test_db_workers_run_a_singleton_task_one_at_a_time_with_increasing_tokens(ta
         SIMBA_TASK_RUNS=str(runs_file),
     )
     manage(environ, "migrate", "django_tasks_database", "--noinput")
-    observer = DatabaseBackend({"alias": "postgresql"}, timeout=5)
+    observer = AnyDatabaseBackend.build({"alias": "postgresql"}, timeout=5)
     worker = [sys.executable, "-m", "django", "db_worker", "--interval", "0.05", "--no-startup-delay"]
     try:
         with ExitStack() as stack:

@@ -8,8 +8,11 @@ session of its own, so every call the worker takes is skipped until it lets go.
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
 
 import pytest
 
@@ -60,18 +63,10 @@ def worker_environ(redis_url: str, prefix: str, **extra: str) -> dict[str, str]:
     return child_environ("tests.django.process_settings", simba, SIMBA_QUEUE_PREFIX=prefix, **extra)
 
 
-# -- Celery -----------------------------------------------------------------------------------
-
-
-def test_celery_stores_skipped_calls_as_successes_and_warns_about_leader_mode(redis_url, prefix, elsewhere):
-    import celery
-
-    backend, other = elsewhere
-    queue = f"simba-tests-{prefix}"
-    client = celery.Celery("simba-tests-client", broker=redis_url, backend=redis_url)
-    client.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
-    environ = worker_environ(redis_url, prefix, SIMBA_CELERY_URL=redis_url, SIMBA_CELERY_QUEUE=queue)
-    argv = [
+def celery_worker_argv(queue: str, *, concurrency: int, hostname: str | None = None) -> list[str]:
+    """A Celery worker of ``tests.django.queues.celery_worker`` (prefork) on ``queue``."""
+    named = [] if hostname is None else ["--hostname", hostname]
+    return [
         console_script("celery"),
         "-A",
         "tests.django.queues.celery_worker",
@@ -79,7 +74,8 @@ def test_celery_stores_skipped_calls_as_successes_and_warns_about_leader_mode(re
         "--pool",
         "prefork",
         "--concurrency",
-        "2",
+        str(concurrency),
+        *named,
         "--queues",
         queue,
         "--without-gossip",
@@ -88,6 +84,26 @@ def test_celery_stores_skipped_calls_as_successes_and_warns_about_leader_mode(re
         "--loglevel",
         "INFO",
     ]
+
+
+def celery_client(redis_url: str) -> Any:
+    """A Celery app that sends tasks and reads results in JSON, as the workers do."""
+    import celery
+
+    client = celery.Celery("simba-tests-client", broker=redis_url, backend=redis_url)
+    client.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+    return client
+
+
+# -- Celery -----------------------------------------------------------------------------------
+
+
+def test_celery_stores_skipped_calls_as_successes_and_warns_about_leader_mode(redis_url, prefix, elsewhere):
+    backend, other = elsewhere
+    queue = f"simba-tests-{prefix}"
+    client = celery_client(redis_url)
+    environ = worker_environ(redis_url, prefix, SIMBA_CELERY_URL=redis_url, SIMBA_CELERY_QUEUE=queue)
+    argv = celery_worker_argv(queue, concurrency=2)
     try:
         with running(argv, environ) as (_, output):
             wait_until(lambda: output.matches(r"celery@\S+ ready"), 60, message="the Celery worker is ready")
@@ -116,6 +132,64 @@ def test_celery_stores_skipped_calls_as_successes_and_warns_about_leader_mode(re
             )
     finally:
         client.close()
+
+
+def test_celery_runs_one_call_per_invoice_at_a_time_on_two_workers(redis_url, prefix):
+    """Two workers, one task named per invoice: runs for two invoices meet inside their locks at a
+    barrier (so they ran at the same time); a run for an invoice already running is skipped."""
+    import celery
+    import redis
+
+    queue = f"simba-tests-{prefix}"
+    client = celery_client(redis_url)
+    shared = redis.Redis.from_url(redis_url, decode_responses=True)
+    environ = worker_environ(redis_url, prefix, SIMBA_CELERY_URL=redis_url, SIMBA_CELERY_QUEUE=queue)
+
+    def meeting(invoice: int, barrier: str) -> celery.result.AsyncResult:
+        return client.send_task("simba_tests.invoice_meeting", args=[invoice, barrier, 2], queue=queue)
+
+    try:
+        with ExitStack() as stack:
+            names = [f"{worker}@{prefix}" for worker in ("w1", "w2")]
+            outputs = [
+                stack.enter_context(running(argv, environ))[1]
+                for argv in (celery_worker_argv(queue, concurrency=1, hostname=name) for name in names)
+            ]
+            for name, output in zip(names, outputs):
+                wait_until(lambda o=output, n=name: o.matches(rf"{n} ready"), 60, message=f"{name} is ready")
+
+            # different invoices: each run waits inside its lock until the other one is inside too
+            one, two = meeting(1, "apart"), meeting(2, "apart")
+            first, second = one.get(timeout=90), two.get(timeout=90)
+            assert first["met"] and second["met"], (first, second, [o.text() for o in outputs])
+            assert first["pid"] != second["pid"]
+            assert first["inside"] == second["inside"] == 1
+
+            # the same invoice: while one run waits inside, the other worker's run is skipped
+            held = meeting(3, "together")
+            wait_until(lambda: shared.get(f"{prefix}:arrived:together") == "1", 60, message="the run is in")
+            skip = Skipped.from_result(meeting(3, "together").get(timeout=60))
+            assert skip is not None, "two runs for invoice 3 at once"
+            assert skip.name == f"{prefix}:invoice:3" and "holds the lock" in skip.reason
+            assert skip.holder is not None and skip.holder.name == f"{prefix}:invoice:3"
+            shared.set(f"{prefix}:let-go:together", 1)
+            alone = held.get(timeout=90)
+            assert alone["inside"] == 1 and not alone["met"], alone
+
+            # waiting runs for two invoices, interleaved: each invoice's runs take turns
+            queued = [
+                client.send_task("simba_tests.invoice_queued", args=[invoice], queue=queue)
+                for invoice in itertools.islice(itertools.cycle((4, 5)), 12)
+            ]
+            done = [result.get(timeout=120) for result in queued]
+    finally:
+        client.close()
+        shared.close()
+    assert all(run["inside"] == 1 for run in done), done
+    for invoice in (4, 5):
+        tokens = [run["token"] for run in done if run["invoice"] == invoice]
+        assert len(tokens) == 6 and len(set(tokens)) == 6, tokens
+    assert len({run["pid"] for run in done}) == 2, "both workers took part"
 
 
 # -- RQ ---------------------------------------------------------------------------------------
@@ -163,3 +237,33 @@ def test_rq_with_its_json_serializer_stores_skipped_jobs_as_finished(redis_url, 
     finally:
         queue.delete(delete_jobs=True)
         connection.close()
+
+
+def test_rq_jobs_named_per_invoice_skip_only_the_invoice_held(redis_url, prefix, elsewhere):
+    import redis
+    import rq
+    from rq.serializers import JSONSerializer
+
+    backend, other = elsewhere
+    connection = redis.Redis.from_url(redis_url)
+    queue = rq.Queue(f"simba-tests-{prefix}", connection=connection, serializer=JSONSerializer)
+    assert backend.acquire(other, f"{prefix}:rq-invoice:1") is not None
+    jobs = [queue.enqueue("tests.django.queues.rq_jobs.invoice_report", invoice) for invoice in (1, 2)]
+    jobs.append(queue.enqueue("tests.django.queues.rq_jobs.invoice_report", invoice_id=3))
+    argv = [console_script("rq"), "worker", "--burst", "--url", redis_url, "--serializer",
+            "rq.serializers.JSONSerializer", queue.name]  # fmt: skip
+    try:
+        with running(argv, worker_environ(redis_url, prefix)) as (process, output):
+            process.wait(120)
+        for job in jobs:
+            job.refresh()
+            assert job.get_status() == "finished", output.text()
+        held, free, by_keyword = (job.return_value() for job in jobs)
+    finally:
+        queue.delete(delete_jobs=True)
+        connection.close()
+    skip = Skipped.from_result(held)
+    assert skip is not None and skip.name == f"{prefix}:rq-invoice:1", held
+    assert skip.holder is not None and skip.holder.metadata == "host=elsewhere"
+    assert free == {"invoice": 2, "name": f"{prefix}:rq-invoice:2"}
+    assert by_keyword == {"invoice": 3, "name": f"{prefix}:rq-invoice:3"}

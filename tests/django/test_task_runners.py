@@ -14,20 +14,15 @@ import pickle
 import pytest
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
-from django.test import override_settings
 
-from django_simba import registry, singleton_task
+from django_simba import singleton_task
 from django_simba.decorators import Skipped
-from tests.django.engines import MEMORY_SIMBA, hold_elsewhere
+from tests.django.engines import MEMORY_SIMBA, fresh_engine_on, hold_elsewhere
 
 SIMBA = MEMORY_SIMBA
 
 
-@pytest.fixture(autouse=True)
-def fresh_engine():
-    with override_settings(SIMBA=SIMBA):
-        yield
-    registry.reset()
+fresh_engine = fresh_engine_on(SIMBA)
 
 
 def test_a_skip_is_falsy_says_why_and_survives_json_and_pickle():

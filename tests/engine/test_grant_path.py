@@ -19,10 +19,12 @@ from django_simba.engine.lock import Request
 from django_simba.engine.runtime import Outcome
 from django_simba.engine.semaphore import AsyncSemaphore, permit_names
 from django_simba.engine.term import EndReason, Term
+from django_simba.engine.waiters import LoopWaiter
 from django_simba.errors import BackendTimeout, ConfigurationError, LeaseLost, LockTimeout
 from django_simba.testing.runtime import Fate
 
-from .test_term_end import DRIFT, LEASE, RENEW, RecordingBackend, ScriptedRuntime
+from .scripted import DRIFT, LEASE, RENEW, RecordingBackend, ScriptedRuntime
+from .scripted import scripted_runtime as scripted_runtime  # the module's `runtime` fixture
 
 
 class LineRecordingBackend(RecordingBackend):
@@ -31,11 +33,6 @@ class LineRecordingBackend(RecordingBackend):
     def stop_waiting(self, session_id: str, name: str) -> None:
         self.log.append(("stop_waiting", session_id, name, None))
         super().stop_waiting(session_id, name)
-
-
-@pytest.fixture
-def runtime() -> ScriptedRuntime:
-    return ScriptedRuntime()
 
 
 def _engine(runtime: ScriptedRuntime, backend: RecordingBackend) -> Engine:
@@ -123,14 +120,14 @@ def test_a_waiter_leaving_a_line_that_hands_nothing_over_drops_its_watch_at_once
     assert _calls(backend, "epsilon", before) == [("unwatch", None, "epsilon", None)]
 
 
-def test_a_one_shot_try_refused_on_a_handing_backend_never_joined_its_line(runtime, handing):
+def test_a_one_shot_try_refused_on_a_handing_backend_never_joined_its_line_nor_watched_it(runtime, handing):
     engine = _engine(runtime, handing)
     _rival_holds(handing, "zeta")
     before = len(handing.log)
     assert engine.lock("zeta").try_acquire() is None
     runtime.advance(0.1)
     session = engine.session_id
-    assert [call[0] for call in _calls(handing, "zeta", before)] == ["acquire", "watch", "unwatch"]
+    assert [call[0] for call in _calls(handing, "zeta", before)] == ["acquire"]  # nobody here waits
     assert handing.line("zeta") == []
     assert _calls(handing, "zeta", before)[0] == ("acquire", session, "zeta", None)
 
@@ -185,6 +182,38 @@ def test_a_failed_first_try_raises_its_own_error(runtime, failing):
         engine.lock("theta").acquire(0)
 
 
+class PolledBackend(FailingBackend):
+    """The hook-running backend without notifications: the engine polls it, as it polls SQLite."""
+
+    notifies = False
+
+
+@pytest.mark.parametrize("notifies", [False, True], ids=["polled", "notified"])
+def test_a_one_shot_try_leaves_no_attempt_behind_it(runtime, notifies):
+    """While a try's second permit is asked for, the first one's refusal sets off nothing (a
+    poll, a watch's look) that asks the backend after the try returned None: on a loaded
+    machine such a late attempt took a permit freed meanwhile, for nobody, and the next try
+    was refused it (the semaphore TCK's try on SQLite)."""
+    backend = (FailingBackend if notifies else PolledBackend)(timeout=RENEW, clock=runtime.now)
+    engine = _engine(runtime, backend)
+    permits = permit_names("pi", 2)
+    rival = backend.open_session(LEASE, "rival").session_id
+    for permit in permits:
+        assert backend.acquire(rival, permit) is not None
+        backend.hooks[permit] = lambda: runtime.advance(0.5)  # each attempt takes the caller's time
+    # an attempt the engine would make on its lane (after the watch, if any) arrives late
+    runtime.script[CONTEND_LANE].extend([Fate()] * notifies + [Fate(request_delay=1.0)])
+    assert engine.semaphore("pi", 2).try_acquire() is None
+    before = len(backend.log)
+    for permit in permits:
+        backend.release(rival, permit)
+    runtime.advance(2.0)
+    session = engine.session_id
+    assert [call for call in backend.log[before:] if call[1] == session] == []
+    with engine.mutex:
+        assert not any(engine.lines.slots[permit].waiting for permit in permits)
+
+
 def test_a_waiting_callers_first_try_joins_the_backends_line(runtime, failing):
     engine = _engine(runtime, failing)
     _rival_holds(failing, "iota")
@@ -194,7 +223,7 @@ def test_a_waiting_callers_first_try_joins_the_backends_line(runtime, failing):
     assert failing.line("iota") == [engine.session_id]  # asked with wait=True
     handed = Request(engine.lock("iota-2"), waits=True)
     _rival_holds(failing, "iota-2")
-    assert engine.attempt_handed_over(handed, engine.session_id) is None
+    assert engine.make_lent_attempt(handed, engine.session_id) is None
     assert failing.line("iota-2") == [engine.session_id]
     lock._give_up(engine, request)
 
@@ -296,7 +325,7 @@ def test_a_caller_that_gave_up_declines_a_late_grant(runtime, failing):
     assert request.abandoned and not request.in_line
     late = engine.lock("sigma-2").acquire(0)
     with engine.mutex:
-        assert request._granted(late) is False  # the engine passes it on, never to this caller
+        assert request.on_granted(late) is False  # the engine passes it on, never to this caller
     assert request.term is None
 
 
@@ -370,7 +399,7 @@ def test_an_async_with_block_whose_term_was_lost_raises_at_its_end(threaded_engi
 
     with pytest.raises(LeaseLost) as raised:
         asyncio.run(main())
-    assert raised.value.reason is EndReason.LOST and raised.value.term.name == "phi"
+    assert raised.value.reason is EndReason.TAKEN and raised.value.term.name == "phi"
 
 
 def test_an_async_acquire_gives_up_at_its_timeout(threaded_engine):
@@ -397,7 +426,32 @@ def test_an_async_acquire_of_one_second_waits_that_second(threaded_engine):
             await asyncio.sleep(0.001)
         backend.release(other, "alpha-a")  # freed while it waits: the notification brings it in
         term = await waiter
-        await lock.release()
+        await lock.release(term)  # held by the waiter's task: the term says which
         return term
 
     assert asyncio.run(main()).name == "alpha-a"
+
+
+def test_an_async_acquire_granted_at_once_wakes_its_loop_only_with_the_answer(threaded_engine, monkeypatch):
+    """Its attempt's answer is the one wake-up of the loop: no waiter is made, nor woken, for a grant."""
+    woken = []
+    wake = LoopWaiter.wake
+    monkeypatch.setattr(LoopWaiter, "wake", lambda self: (woken.append(self), wake(self)))
+    lock = AsyncLock(threaded_engine, "psi", timeout=5)
+    backend = threaded_engine.backend
+    elsewhere = backend.open_session(30, "another process").session_id
+
+    async def main() -> None:
+        for _ in range(3):
+            async with lock:
+                pass
+        assert woken == []
+        held = backend.acquire(elsewhere, "psi")
+        waiting = asyncio.create_task(lock.acquire())
+        await asyncio.sleep(0.1)  # refused: it waits on a waiter of its own
+        backend.release(elsewhere, "psi", held.token)
+        term = await waiting  # the engine's next try gets it, and wakes that waiter
+        assert len(woken) >= 1
+        await lock.release(term)  # held by the other task
+
+    asyncio.run(main())

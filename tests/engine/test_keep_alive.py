@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from django_simba.engine import EngineObserver
+from django_simba.backends.memory import MemoryBackend
+from django_simba.engine import Engine, EngineConfig, EngineObserver
 from django_simba.engine.term import EndReason
 
 from .conftest import DRIFT, LEASE, RENEW, FaultyRuntime
@@ -105,3 +106,41 @@ def test_a_late_keep_alive_extends_no_term_and_the_next_goes_half_an_interval_la
     assert runtime.now() + term.remaining == deadline  # not extended by a late reply
     runtime.run_until_true(lambda: len(done_at) == 2, RENEW)
     assert done_at[1] - done_at[0] == RENEW / 2  # sent again half an interval after the late reply
+
+
+def test_keep_alives_follow_a_session_shorter_than_asked(runtime, caplog):
+    """A server that grants 6 s where 15 are asked (ZooKeeper's maxSessionTimeout): a keep-alive
+    every 5 s would let the session pass its deadline (5.94 s) after every grant it missed by
+    a hair, a loss loop. They follow the grant: every 6 * 5 / 15 = 2 s, and it is said once."""
+    caplog.set_level(logging.WARNING, logger="django_simba.engine")
+    backend = MemoryBackend(timeout=RENEW, clock=runtime.now, max_session=6.0)
+    engine = Engine(backend, EngineConfig(lease_duration=LEASE, renew_interval=RENEW, drift=DRIFT), runtime)
+    watch = Watch()
+    sent_at: list[float] = []
+    keep_alive = backend.keep_alive
+    backend.keep_alive = lambda *args: sent_at.append(runtime.now()) or keep_alive(*args)  # type: ignore[method-assign]
+    engine.observers.append(watch)
+    engine.start()
+    runtime.run_until_true(lambda: engine.session_id is not None, 5)
+    opened_at, first = runtime.now(), engine.session_id
+    term = engine.lock("mu").acquire(0)
+    runtime.advance(10 * LEASE)
+    assert not watch.lost and engine.session_id == first and term.is_valid()
+    gaps = {round(later - earlier, 6) for earlier, later in zip([opened_at, *sent_at], sent_at)}
+    assert gaps == {2.0}, gaps
+    logged = [r.getMessage() for r in caplog.records if "LEASE_DURATION asks for" in r.getMessage()]
+    assert len(logged) == 1, logged
+    assert "a session of 6 s where LEASE_DURATION asks for 15 s" in logged[0]
+    assert "every 2 s instead of every 5 s" in logged[0]
+    engine.close()
+
+
+def test_a_full_grant_keeps_the_renew_interval_and_logs_nothing(runtime, make_engine, caplog):
+    caplog.set_level(logging.WARNING, logger="django_simba.engine")
+    engine = make_engine(runtime)
+    engine.start()
+    runtime.run_until_true(lambda: engine.session_id is not None, 5)
+    deadline = engine.session_deadline
+    runtime.advance(RENEW + 0.01)
+    assert engine.session_deadline == deadline + RENEW  # renewed once, a renew interval later
+    assert "LEASE_DURATION asks for" not in caplog.text

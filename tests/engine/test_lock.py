@@ -138,8 +138,8 @@ def test_a_release_that_finds_its_name_force_released_reports_the_loss(threaded_
     assert threaded_engine.backend.force_release("freed")
     with pytest.raises(LeaseLost) as raised:
         lock.release()  # before any keep-alive noticed: the release itself learns it
-    assert raised.value.reason is EndReason.LOST and term.ended is EndReason.LOST
-    wait_until(lambda: lost == [EndReason.LOST], 5, message="on_lost called")
+    assert raised.value.reason is EndReason.TAKEN and term.ended is EndReason.TAKEN
+    wait_until(lambda: lost == [EndReason.TAKEN], 5, message="on_lost called")
 
 
 def test_a_with_block_that_outlives_its_max_hold_raises_at_its_end(threaded_engine: Engine):
@@ -164,7 +164,7 @@ def test_lost_lease_is_reported_and_release_says_so(threaded_engine: Engine):
     thief = threaded_engine.backend.open_session(30, "thief").session_id
     threaded_engine.backend.acquire(thief, "stolen")
     wait_until(lambda: lost, 5, message="lease lost callback")
-    assert lost == [EndReason.LOST] and not term.is_valid()
+    assert lost == [EndReason.TAKEN] and not term.is_valid()
     with pytest.raises(LeaseLost):
         lock.release()
 
@@ -237,7 +237,7 @@ def test_a_releaser_lets_a_waiting_process_take_the_name_first(threaded_engine: 
 
         thread, theirs_got = _take_in_thread(theirs, 5, then_release=True)
         wait_until(lambda: _wanted(second, "courtesy"), 5, message="waiting")
-        mine.release()
+        mine.release(got[0])  # taken by the helper thread: its term says which
         again = mine.acquire(5)  # must queue behind the other process, which was waiting
         thread.join(5)
         assert theirs_got, "the waiting process never got the name"
@@ -298,10 +298,10 @@ def test_a_caller_giving_up_on_an_attempt_handed_to_it_leaves_the_next_waiter_se
         gives_up.waiter = ThreadWaiter()  # blocked in acquire(): attempts are handed to it
         slot.waiting.extend([gives_up, waits])
         threaded_engine.lines.kick(slot)
-        assert gives_up.attempt_session == session and slot.busy == "acquire"
+        assert gives_up.lent_session == session and slot.busy == "acquire"
         gives_up.abandoned = True  # it timed out before making the attempt
         threaded_engine.lines.withdraw(gives_up)
-        assert gives_up.attempt_session is None
+        assert gives_up.lent_session is None
     wait_until(lambda: waits.term is not None, 5, message="the next waiter's grant")
     assert list(slot.waiting) == []
 

@@ -7,14 +7,7 @@ import pytest
 from django_simba.backends.memory import MemoryBackend
 from django_simba.spi import Notification, NotificationKind, SessionExpired
 
-from .test_memory_line import Clock, backend_on, heard, holder_and_waiter
-
-LEASE = 10.0
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
+from .memory_lines import LEASE, backend_on, heard, holder_and_waiter
 
 
 def evicted_holder(backend: MemoryBackend) -> tuple[str, int]:

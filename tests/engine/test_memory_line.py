@@ -10,30 +10,7 @@ from django_simba.backends.memory import LineMemoryBackend, MemoryBackend
 from django_simba.spi import Notification, NotificationKind, SessionExpired
 from django_simba.testing import BackendTCK
 
-LEASE = 10.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-def backend_on(clock: Clock, kind: type[MemoryBackend] = MemoryBackend, **options: bool) -> MemoryBackend:
-    return kind(timeout=5, clock=clock, **options)
-
-
-def heard(backend: MemoryBackend) -> list[Notification]:
-    seen: list[Notification] = []
-    backend.subscribe(seen.append)
-    return seen
+from .memory_lines import LEASE, backend_on, heard, holder_and_waiter
 
 
 def test_a_release_hands_the_name_to_the_first_waiter_with_the_next_token_and_tells_it_alone(clock):
@@ -77,14 +54,6 @@ def test_dead_waiters_are_skipped_and_an_empty_line_frees_the_name(clock):
     backend.release(holder, "x", grant.token)
     assert seen == [Notification(NotificationKind.RELEASED, "x")]
     assert backend.owner("x") is None
-
-
-def holder_and_waiter(backend: MemoryBackend) -> tuple[str, str, int]:
-    """Two sessions: one holds ``x`` (with the token returned), the other waits in its line."""
-    holder, waiter = (backend.open_session(LEASE, n).session_id for n in ("h", "w"))
-    grant = backend.acquire(holder, "x")
-    assert grant is not None and backend.acquire(waiter, "x", wait=True) is None
-    return holder, waiter, grant.token
 
 
 def test_a_waiter_that_stops_waiting_is_not_handed_the_name(clock):

@@ -10,6 +10,8 @@ import textwrap
 
 from django_simba.engine import EndReason, Engine
 
+from .forking import run_in_child
+
 
 def run_python(code: str) -> str:
     result = subprocess.run(
@@ -48,22 +50,13 @@ def test_a_forked_child_never_reuses_the_parent_session(threaded_engine: Engine)
     lock = threaded_engine.lock("forked")
     term = lock.acquire(5)
     parent_session = threaded_engine.session_id
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        try:
-            ended = term.ended
-            child_session = threaded_engine.wait_for_session(5)
-            message = f"{ended.value if ended else None}|{child_session}|{term.is_valid()}"
-            os.write(write, message.encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    _, status = os.waitpid(pid, 0)
-    message = os.read(read, 1000).decode()
-    os.close(read)
-    assert os.WEXITSTATUS(status) == 0
-    ended, child_session, valid = message.split("|")
+
+    def in_the_child() -> str:
+        ended = term.ended
+        child_session = threaded_engine.wait_for_session(5)
+        return f"{ended.value if ended else None}|{child_session}|{term.is_valid()}"
+
+    ended, child_session, valid = run_in_child(in_the_child).split("|")
     assert ended == EndReason.FORKED.value and valid == "False"
     assert child_session not in ("", "None", parent_session)
     assert term.is_valid() and threaded_engine.session_id == parent_session  # the parent is untouched

@@ -9,7 +9,7 @@ import pytest
 
 from django_simba.engine import ThreadRuntime
 from django_simba.engine.runtime import COMPACT_MIN
-from django_simba.spi.clock import LOCAL_CLOCK_NAME
+from django_simba.spi import clock
 from django_simba.testing import wait_until
 
 
@@ -61,5 +61,7 @@ def test_the_production_clock_counts_time_the_machine_spent_suspended(monkeypatc
     readings = {time.CLOCK_MONOTONIC: 100.0, time.CLOCK_BOOTTIME: 100.0 + suspended}
     monkeypatch.setattr(time, "clock_gettime", lambda clock_id: readings[clock_id])
     monkeypatch.setattr(time, "monotonic", lambda: 100.0)
-    assert ThreadRuntime().now() == 100.0 + suspended
-    assert LOCAL_CLOCK_NAME == "CLOCK_BOOTTIME"
+    picked, name = clock._pick()  # the clock is picked at import: pick again with the clocks faked
+    assert picked() == 100.0 + suspended
+    assert name == clock.LOCAL_CLOCK_NAME == "CLOCK_BOOTTIME"
+    assert ThreadRuntime().now is clock.local_clock

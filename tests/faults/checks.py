@@ -81,6 +81,7 @@ def verify(
     violations += _tokens_unique(terms)
     violations += _tokens_increase(terms)
     violations += _no_overlap(terms, revoked or {})
+    violations += _valid_writes_accepted(events, paused or {}, revoked or {})
     violations += _no_stall(events, killed, paused or {})
     violations += _owner_agrees(events)
     return Verdict(
@@ -169,6 +170,31 @@ def _no_overlap(terms: Sequence[TermView], revoked: dict[tuple[str, int], tuple[
                     f"{older.worker} believed token {older.token} valid at {last:.3f}, after"
                     f" {newer.worker} acquired token {newer.token} at {newer.acquired:.3f}"
                 )
+    return found
+
+
+def _valid_writes_accepted(
+    events: Sequence[Event],
+    paused: dict[str, tuple[float, float]],
+    revoked: dict[tuple[str, int], tuple[float, float]],
+) -> list[str]:
+    """The register accepted every write sent while its term said valid.
+
+    Refusing one means a newer term wrote first while the older still believed in itself: two
+    holders at once. Exempt: a worker stopped on purpose between its check and its write, and a
+    term ended from outside (``revoked``) within the grace its holder needs to hear of it.
+    """
+    found = []
+    for event in events:
+        if event["e"] != "write" or not event["valid"] or event["accepted"]:
+            continue
+        window = paused.get(event["w"])
+        if window is not None and event["checked"] <= window[1]:
+            continue
+        revoked_at, grace = revoked.get((event["w"], event["token"]), (float("-inf"), 0.0))
+        if event["checked"] <= revoked_at + grace:
+            continue
+        found.append(f"{event['w']}: a write with token {event['token']} refused while its term said valid")
     return found
 
 

@@ -184,6 +184,45 @@ def own_redis() -> Iterator[Any]:
         yield server
 
 
+@pytest.fixture
+def forgetful_redis() -> Iterator[Any]:
+    """A redis-server of this test without persistence: a restart loses every key, as a cache's would."""
+    from tests.servers.redis_cluster import REDIS_SERVER, redis_server
+
+    if not shutil.which(REDIS_SERVER):
+        server_missing(f"{REDIS_SERVER} (to start a Redis server of the tests' own)")
+    with redis_server() as server:
+        yield server
+
+
+@pytest.fixture
+def own_postgresql(tmp_path: Path) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """A PostgreSQL server of this test (never the shared one), migrated: ``(server, DATABASES)``."""
+    from tests.servers.postgres import postgres_server
+
+    try:
+        started = postgres_server()
+        server = started.__enter__()
+    except RuntimeError as error:
+        server_missing(f"a PostgreSQL server of the test's own ({error})")
+    try:
+        with psycopg.connect(server.dsn("postgres"), autocommit=True) as admin:
+            admin.execute("CREATE DATABASE simba_faults")
+        databases = {
+            "default": {
+                "ENGINE": "django.db.backends.postgresql",
+                "NAME": "simba_faults",
+                "USER": server.user,
+                "HOST": server.host,
+                "PORT": str(server.port),
+            }
+        }
+        _migrate(databases, tmp_path)
+        yield server, databases
+    finally:
+        started.__exit__(None, None, None)
+
+
 @pytest.fixture(scope="module")
 def zookeeper_server() -> Iterator[Any]:
     from tests.servers.zookeeper import serving, zookeeper_standalone

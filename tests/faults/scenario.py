@@ -265,6 +265,50 @@ def connections_killed(run: FaultRun, kill: Callable[[WorkerProcess], int], what
     )
 
 
+#: The restart trial: this many server restarts, each once the lock changed hands again after the last.
+RESTARTS = 3
+
+
+@dataclass
+class Trial:
+    """What a restart trial saw: how long the server was down each time, and the run's verdict."""
+
+    downtimes: list[float]
+    verdict: Verdict
+    seconds: float
+
+
+def restart_trial(run: FaultRun, restart: Callable[[], None], what: str) -> Trial:
+    """Restart the server ``RESTARTS`` times, each while a worker holds the lock (issue 22's trial).
+
+    Each restart waits until two more terms were granted after the last one came back, so every
+    restart lands on a lock that changes hands again. The verdict then holds every run to: no write
+    refused while its term said valid, no token granted twice, tokens increasing, at most one
+    holder believing in its term at any instant.
+    """
+    fleet = _fleet(run)
+    started = time.monotonic()
+    run.keep_going(started - 3600, terms=2)  # the lock changes hands before the first restart
+    downtimes = []
+    back = started
+    for _ in range(RESTARTS):
+        fleet.fresh_holder()  # a holder in the middle of its term: the restart hits it
+        down = time.monotonic()
+        restart()
+        back = time.monotonic()
+        downtimes.append(back - down)
+        run.keep_going(back, terms=2, timeout=30)
+    seconds = time.monotonic() - started
+    verdict = run.finish(
+        what,
+        takeover=None,
+        bound=0.0,
+        detection=max(downtimes),
+        note=f"{RESTARTS} restarts in {seconds:.1f} s, down {', '.join(f'{d:.2f}' for d in downtimes)} s",
+    )
+    return Trial(downtimes, verdict, seconds)
+
+
 def _fleet(run: FaultRun) -> Fleet:
     assert run.fleet is not None, "start the fleet first"
     return run.fleet

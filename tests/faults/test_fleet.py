@@ -12,11 +12,13 @@ from django_simba.testing import wait_until
 from tests.faults.fleet import WorkerProcess
 
 
-def stand_in(tmp_path: Path, code: str, events: list[dict[str, object]]) -> WorkerProcess:
+def stand_in(
+    tmp_path: Path, code: str, events: list[dict[str, object]], stop_timeout: float = 1.0
+) -> WorkerProcess:
     """A process that plays a worker: ``code`` runs, ``events`` are its log."""
     worker = WorkerProcess("w1", tmp_path / "w1.json", tmp_path / "w1.jsonl", tmp_path / "w1.err")
     worker.log_path.write_text("".join(json.dumps({"t": 0.0, "w": "w1", **e}) + "\n" for e in events))
-    worker.stop_timeout = 1.0
+    worker.stop_timeout = stop_timeout
     stderr = worker.stderr_path.open("wb")
     worker.process = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(code)], stdout=stderr, stderr=subprocess.STDOUT
@@ -33,7 +35,8 @@ def test_a_clean_stop_has_no_problems(tmp_path: Path) -> None:
         READY
         + "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\nprint('up', flush=True)\ntime.sleep(30)"
     )
-    worker = stand_in(tmp_path, code, [{"e": "stopped"}])
+    # As long as it takes: a loaded machine took over the 1 s that a hang is given below to exit.
+    worker = stand_in(tmp_path, code, [{"e": "stopped"}], stop_timeout=30.0)
     wait_until(lambda: "up" in worker.stderr(), 10, message="the stand-in's handler in place")
     worker.stop()
     assert worker.problems() == []

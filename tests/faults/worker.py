@@ -31,6 +31,7 @@ from typing import Any
 if __name__ == "__main__":  # run as a script: make ``tests.faults`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from django_simba.operations.wakeup import Wakeup
 from tests.faults import register
 
 #: No main-loop step may take this long; faulthandler then dumps the stacks (a hang).
@@ -63,8 +64,10 @@ class LogToEvents(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             text = record.getMessage()
-            if record.exc_info:
-                text += "\n" + logging.Formatter().formatException(record.exc_info)
+            if record.exc_info and not record.exc_text:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            if record.exc_text:  # django-simba's records carry their traceback as (masked) text only
+                text += "\n" + record.exc_text
             self.log("log", level=record.levelname, logger=record.name, message=text)
         except Exception:
             self.handleError(record)
@@ -109,7 +112,7 @@ def migrate(config: dict[str, Any]) -> None:
 
 
 class Worker:
-    def __init__(self, config: dict[str, Any], stop: threading.Event) -> None:
+    def __init__(self, config: dict[str, Any], stop: Wakeup) -> None:
         self.config = config
         self.name: str = config["lock"]
         self.id: str = config["worker"]
@@ -238,7 +241,7 @@ def main() -> None:
     if mode == "migrate":
         migrate(config)
         return
-    stop = threading.Event()
+    stop = Wakeup()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     threading.Thread(target=watch_parent, args=(os.getppid(),), daemon=True).start()
     worker = Worker(config, stop)

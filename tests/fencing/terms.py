@@ -31,7 +31,7 @@ def term(name: str, token: int, clock: Clock | None = None, lasts: float = 10.0)
 
 def end(held: Term) -> None:
     """End ``held`` as the engine does when a keep-alive reply no longer lists it."""
-    held._end(EndReason.LOST)
+    held._end(EndReason.TAKEN)
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -21,8 +21,8 @@ from django.db import connections
 
 from django_simba.backends.database import DatabaseBackend
 from django_simba.fencing import Fence, StaleToken
+from tests.backends.database.calls import Call, wait_blocked
 from tests.backends.database.conftest import Outsider, make_backend  # noqa: F401  (a fixture)
-from tests.backends.database.test_races import Call, wait_blocked
 
 from .conftest import each_alias
 from .models import Book, Document, Shelf

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Concat
 
@@ -83,6 +83,19 @@ def test_rows_named_through_a_relation(tables: str) -> None:
     assert books.fenced_update(Fence("books", 2), title="t2") == 1
     with pytest.raises(StaleToken):
         books.fenced_update(Fence("books", 1), title="t1")
+    assert Book.objects.using(tables).get().title == "t2"
+
+
+def test_rows_named_through_a_relation_inside_a_transaction(tables: str) -> None:
+    """Inside a transaction a write that changes nothing is looked at again with a locking read."""
+    shelf = Shelf.objects.using(tables).create(label="new")
+    Book.objects.using(tables).create(shelf=shelf, title="t")
+    with transaction.atomic(using=tables):
+        books = Book.objects.using(tables).on_shelf("new")
+        assert books.fenced_update(Fence("books", 2), title="t2") == 1
+        with pytest.raises(StaleToken), transaction.atomic(using=tables):
+            books.fenced_update(Fence("books", 1), title="t1")
+        assert Book.objects.using(tables).on_shelf("old").fenced_update(Fence("books", 2), title="e") == 0
     assert Book.objects.using(tables).get().title == "t2"
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .ports import free_port
 from .processes import stop
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
@@ -39,12 +40,6 @@ def ensure_installed() -> str | None:
     if not Path(PGBOUNCER).exists():
         return f"PgBouncer ({PGBOUNCER}) is not installed (apt-get install pgbouncer)"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

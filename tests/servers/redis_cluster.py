@@ -3,6 +3,11 @@
 Everything runs on loopback ports found free at start, in a temporary directory, without
 persistence, and is stopped by PID. The shared server on 6379 is never touched by these helpers:
 tests that restart, pause or reconfigure a server use one of these.
+
+A new server holds the backend's first grant back for a lease, as after a data loss (it cannot
+tell the two apart): the helpers mark the servers they start as complete
+(``assume_nothing_lost``), so that tests do not wait. A restart (``RedisProcess.restart``) loses
+the mark like any other data, which is what the tests of that rule need.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from pathlib import Path
 
 import redis
 
+from django_simba.testing.redis_fixtures import assume_nothing_lost
+
+from . import ports
 from .processes import ServerProcess
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -28,12 +36,19 @@ HOST = "127.0.0.1"
 START_TIMEOUT = 15.0
 
 
+def need_redis_binaries() -> None:
+    """Skip (locally) or fail (under CI) a test that starts Redis servers when the binaries are missing."""
+    from tests.conftest import server_missing
+
+    for binary in (REDIS_SERVER, REDIS_CLI):
+        if not shutil.which(binary):
+            server_missing(f"{binary} (to start Redis servers of the tests' own)")
+
+
 def free_port(*, with_bus: bool = False) -> int:
     """A loopback port that is free now (and, for cluster nodes, whose bus port +10000 is free too)."""
     for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind((HOST, 0))
-            port = int(probe.getsockname()[1])
+        port = ports.free_port(HOST)
         if port > 55000:
             continue  # the cluster bus port would not exist
         if not with_bus or _is_free(port + 10000):
@@ -168,11 +183,17 @@ class RedisProcess(ServerProcess):
         log = self.directory / f"redis-{self.port}.log"
         return log.read_text()[-2000:] if log.exists() else ""
 
+    def backend_options(self) -> dict[str, object]:
+        """The backend's OPTIONS for this server (eviction not checked: some tests set a policy)."""
+        options: dict[str, object] = {"url": self.url, "check_eviction": False}
+        if self.tls is not None:
+            options["ssl_ca_certs"] = str(self.tls.ca)
+        return options
+
     def client(self, **kwargs: object) -> redis.Redis:
         if self.tls is not None:
             kwargs = {"ssl": True, "ssl_ca_certs": str(self.tls.ca), **kwargs}
         return redis.Redis(host=HOST, port=self.port, socket_timeout=5, **kwargs)  # type: ignore[arg-type]
-
 
     def restart(self) -> None:
         """Stop and start again on the same port: without persistence every key is gone."""
@@ -218,6 +239,7 @@ class RedisClusterProcesses:
                     f"redis-cli --cluster create failed: {created.stdout!r} {created.stderr!r}"
                 )
             _wait(self._ready, "cluster_state:ok on every node", timeout=30)
+            assume_nothing_lost({"startup_nodes": self.startup_nodes, "cluster": True})
         except BaseException:
             self.stop()
             raise
@@ -249,12 +271,17 @@ def redis_cluster(masters: int = 3) -> Iterator[RedisClusterProcesses]:
 
 
 @contextlib.contextmanager
-def redis_server(*extra: str, tls: bool = False) -> Iterator[RedisProcess]:
-    """Start a lone redis-server (extra command-line arguments appended); stop it by PID on exit."""
+def redis_server(*extra: str, tls: bool = False, marked: bool = True) -> Iterator[RedisProcess]:
+    """Start a lone redis-server (extra command-line arguments appended); stop it by PID on exit.
+
+    ``marked``: mark it as complete (a replica, or a server that wants a password, cannot be).
+    """
     with tempfile.TemporaryDirectory(prefix="simba-redis-") as tmp:
         files = TlsFiles.create(Path(tmp) / "tls") if tls else None
         server = RedisProcess(Path(tmp), *extra, tls=files).start()
         try:
+            if marked:
+                assume_nothing_lost(server.backend_options())
             yield server
         finally:
             server.stop()

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .ports import free_port
 from .processes import ServerProcess
 
 HOST = "127.0.0.1"
@@ -66,12 +67,6 @@ def ensure_installed() -> str | None:
     if shutil.which("java") is None:
         return "java is not installed"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return int(probe.getsockname()[1])
 
 
 def four_letter(port: int, command: str, timeout: float = 2.0) -> str:
@@ -208,8 +203,6 @@ class ZookeeperNode(ServerProcess):
     def log_tail(self, size: int = 3000) -> str:
         return self.log_path.read_text(errors="replace")[-size:] if self.log_path.exists() else ""
 
-
-
     def restart(self, *, crash: bool = False) -> None:
         """Stop (or kill) and start again on the same ports, with the same data directory."""
         if crash:
@@ -277,8 +270,21 @@ def zookeeper_standalone(**kwargs: object) -> Iterator[ZookeeperNode]:
             server.stop()
 
 
+#: Whom each certificate make_certificates signs names (its subjectAltName).
+CERTIFICATE_NAMES = {
+    "server": "IP:127.0.0.1,DNS:localhost",
+    "client": "IP:127.0.0.1,DNS:localhost",
+    "evil": "DNS:evil.example",  # signed by the same CA, for a host the clients never dial
+}
+
+
 def make_certificates(directory: Path) -> dict[str, str]:
-    """A throw-away CA, a server certificate for 127.0.0.1 and a client certificate (openssl)."""
+    """A throw-away CA and, signed by it, certificates (openssl): a server's for 127.0.0.1 and
+    localhost, a client's, and ``evil``, a server's for ``evil.example``.
+
+    Returns the PEM files: ``ca``, ``client``, ``client_key``, ``evil``, ``evil_key``, and the
+    key stores ZooKeeper reads (key and certificate in one file): ``server-store``, ``evil-store``.
+    """
     if shutil.which("openssl") is None:
         raise RuntimeError("openssl is not installed")
     directory.mkdir(parents=True, exist_ok=True)
@@ -288,26 +294,31 @@ def make_certificates(directory: Path) -> dict[str, str]:
 
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
             "-days", "2", "-subj", "/CN=simba-test-ca")  # fmt: skip
-    (directory / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    for who in ("server", "client"):
+    for who, names in CERTIFICATE_NAMES.items():
+        (directory / f"{who}.cnf").write_text(f"subjectAltName={names}\n")
         openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{who}.key", "-out", f"{who}.csr",
                 "-subj", f"/CN=simba-{who}")  # fmt: skip
         openssl("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                "-out", f"{who}.pem", "-days", "2", "-extfile", "san.cnf")  # fmt: skip
-    # ZooKeeper's PEM key store wants the key and the certificate in one file
-    (directory / "server-store.pem").write_text(
-        (directory / "server.key").read_text() + (directory / "server.pem").read_text()
-    )
-    return {name: str(directory / f"{name}.pem") for name in ("ca", "client", "server-store")} | {
-        "client_key": str(directory / "client.key")
+                "-out", f"{who}.pem", "-days", "2", "-extfile", f"{who}.cnf")  # fmt: skip
+    for who in ("server", "evil"):
+        # ZooKeeper's PEM key store wants the key and the certificate in one file
+        (directory / f"{who}-store.pem").write_text(
+            (directory / f"{who}.key").read_text() + (directory / f"{who}.pem").read_text()
+        )
+    pems = ("ca", "client", "evil", "server-store", "evil-store")
+    return {name: str(directory / f"{name}.pem") for name in pems} | {
+        "client_key": str(directory / "client.key"),
+        "evil_key": str(directory / "evil.key"),
     }
 
 
 @contextlib.contextmanager
-def zookeeper_tls() -> Iterator[tuple[ZookeeperNode, int, dict[str, str]]]:
+def zookeeper_tls(identity: str = "server") -> Iterator[tuple[ZookeeperNode, int, dict[str, str]]]:
     """A standalone server with a TLS client port that requires client certificates.
 
-    Yields the server, its TLS port and the PEM files (``ca``, ``client``, ``client_key``).
+    ``identity`` is the certificate it presents (``make_certificates``): ``"server"`` names
+    127.0.0.1 and localhost, ``"evil"`` names evil.example only. Yields the server, its TLS port
+    and the PEM files (``ca``, ``client``, ``client_key``...).
     """
     with tempfile.TemporaryDirectory(prefix="simba-zookeeper-tls-") as tmp:
         files = make_certificates(Path(tmp) / "certs")
@@ -316,7 +327,7 @@ def zookeeper_tls() -> Iterator[tuple[ZookeeperNode, int, dict[str, str]]]:
             "secureClientPort": str(secure_port),
             "secureClientPortAddress": HOST,
             "serverCnxnFactory": "org.apache.zookeeper.server.NettyServerCnxnFactory",
-            "ssl.keyStore.location": files["server-store"],
+            "ssl.keyStore.location": files[f"{identity}-store"],
             "ssl.keyStore.type": "PEM",
             "ssl.trustStore.location": files["ca"],
             "ssl.trustStore.type": "PEM",

@@ -8,8 +8,6 @@ fail until the engine is fixed.
 
 from __future__ import annotations
 
-from collections import deque
-
 import pytest
 
 from django_simba.backends.memory import MemoryBackend
@@ -19,25 +17,8 @@ from django_simba.spi import BackendTimeout, BackendUnavailable, Grant
 from django_simba.testing.runtime import Fate, VirtualRuntime
 from django_simba.testing.simulation import SimulationConfig, World
 from django_simba.testing.simulation.config import HandOver
-
-LEASE, RENEW, DRIFT = 15.0, 5.0, 0.01
-
-
-class ScriptedRuntime(VirtualRuntime):
-    """A virtual runtime whose network plays a script of fates, lane by lane, then is calm."""
-
-    def __init__(self) -> None:
-        super().__init__(seed=1, timeout=RENEW)
-        self.script: dict[str, deque[Fate]] = {SESSION_LANE: deque(), CONTEND_LANE: deque()}
-
-    def plan(self, lane: str) -> Fate:
-        queue = self.script.get(lane)
-        return queue.popleft() if queue else Fate()
-
-
-@pytest.fixture
-def runtime() -> ScriptedRuntime:
-    return ScriptedRuntime()
+from tests.engine.scripted import DRIFT, LEASE, RENEW, ScriptedRuntime
+from tests.engine.scripted import scripted_runtime as scripted_runtime  # the module's `runtime` fixture
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from django_simba.engine import EngineConfig, Term
+from django_simba.engine.keeper import SessionKeeper
 from django_simba.engine.membership import Membership
 from django_simba.testing.simulation import SimulationConfig, World, simulate
 from django_simba.testing.simulation.batch import run_seeds
@@ -19,6 +20,7 @@ from django_simba.testing.simulation.invariants import (
     GrantLog,
 )
 from django_simba.testing.simulation.register import FencedRegister, Write
+from django_simba.testing.simulation.short_grants import CALM_LOSS, session_cap
 from django_simba.testing.simulation.trace import Trace
 
 # -- broken engines are caught ----------------------------------------------------------------
@@ -41,6 +43,17 @@ def test_an_engine_that_does_not_rejoin_its_groups_does_not_recover(monkeypatch)
     monkeypatch.setattr(Membership, "_submit_join", lambda self, session_id, group: None)
     summary = run_seeds(range(60), SimulationConfig(seed=0))
     assert NOT_RECOVERED in summary.violations
+
+
+def test_keep_alives_on_the_configured_interval_lose_short_sessions_in_calm(monkeypatch):
+    # the engine before issue 22.5: renew every RENEW_INTERVAL, whatever the backend granted
+    configured = lambda self, granted: self.context.config.renew_interval  # noqa: E731
+    monkeypatch.setattr(SessionKeeper, "_renew_every", configured)
+    capped = [seed for seed in range(60) if session_cap(SimulationConfig(seed=seed)) is not None]
+    summary = run_seeds(capped, SimulationConfig(seed=0))
+    assert CALM_LOSS in summary.violations
+    intact = run_seeds([seed for seed in range(60) if seed not in capped], SimulationConfig(seed=0))
+    assert not intact.violations  # only a short grant does it
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

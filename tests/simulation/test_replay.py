@@ -23,7 +23,12 @@ def run_cli(*args: str, hash_seed: str = "0") -> subprocess.CompletedProcess[str
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
     return subprocess.run(
         [sys.executable, "-m", "django_simba.testing.simulation", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 

@@ -32,19 +32,23 @@ from django_simba.testing.simulation.network import (
     SLOW_REPLY,
 )
 
-from .sweep import JOBS, SEEDS
+from .sweep import JOBS, KNOWN_ENGINE_ISSUES, SEEDS
 
 PREMISE_SEEDS = 60
 
-#: First violations whose cause is known and accepted. Empty: the issues the simulation found
-#: (a held name freed by a late keep-alive reply or a late release, a lapsed term revived) are
-#: fixed, and their scripted scenarios in test_engine_findings.py guard against their return.
-KNOWN_ENGINE_ISSUES: frozenset[str] = frozenset()
-
 #: Every backend operation the workload's engines call: every kind of network fault must hit each.
 OPERATIONS = (
-    "open_session", "keep_alive", "close_session", "acquire", "release", "stop_waiting",
-    "join", "leave", "purge_expired", "watch_lease", "unwatch_lease",
+    "open_session",
+    "keep_alive",
+    "close_session",
+    "acquire",
+    "release",
+    "stop_waiting",
+    "join",
+    "leave",
+    "purge_expired",
+    "watch_lease",
+    "unwatch_lease",
 )
 FAULT_KINDS = {
     "lost": {LOST_REQUEST, LOST_REPLY},
@@ -77,9 +81,22 @@ def test_the_sweep_injects_every_fault_and_measures_take_overs(sweep: Summary):
     for kind in set(FaultKind) - premise_kinds:
         assert sweep.faults[f"episode: {kind.value}"] > 0, kind
     effects = (
-        *CALL_EFFECTS, "pause longer than the lease", "crash", "drifting clock", "backend restart",
-        "lost notification", "late write", "resign", "session evicted", "fork", "forked child exits",
-        "forked child killed", "graceful restart",
+        *CALL_EFFECTS,
+        "pause longer than the lease",
+        "crash",
+        "drifting clock",
+        "backend restart",
+        "lost notification",
+        "late write",
+        "resign",
+        "session evicted",
+        "fork",
+        "forked child exits",
+        "forked child killed",
+        "graceful restart",
+        "data lost",
+        "failover to a stale replica",
+        "server grants a shorter session",
     )
     for effect in effects:
         assert sweep.faults[effect] > 0, effect
@@ -125,7 +142,9 @@ def test_each_premise_breaks_the_invariants_it_must(premise: Premise, expected: 
 
 #: Premises that break who leads, with how many seeds show it (an eviction breaks a run in four).
 BREAKING_PREMISES = [
-    (Premise.CLOCK_STEP, 20), (Premise.SESSIONS_LOST, 20), (Premise.EVICTION_FREES_LEASES, 40)
+    (Premise.CLOCK_STEP, 20),
+    (Premise.SESSIONS_LOST, 20),
+    (Premise.EVICTION_FREES_LEASES, 40),
 ]
 
 

@@ -31,11 +31,13 @@ DEADLINE = 900
 TOTAL = 15
 
 
-def run_suite(tmp_path: Path, environ: dict[str, str], *arguments: str) -> tuple[dict[str, int], str]:
+def run_suite(
+    tmp_path: Path, environ: dict[str, str], *arguments: str, target: str = "."
+) -> tuple[dict[str, int], str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "DJANGO_"))}
     env.update(environ, SHOP_DIR=str(tmp_path), PYTHONDONTWRITEBYTECODE="1")
     completed = subprocess.run(
-        [sys.executable, "-m", "pytest", ".", "-q", *arguments],
+        [sys.executable, "-m", "pytest", target, "-q", *arguments],
         cwd=PROJECT,
         env=env,
         capture_output=True,
@@ -67,6 +69,19 @@ def test_postgresql_with_the_database_backend(tmp_path: Path) -> None:
         tmp_path, {"SHOP_DB": "postgresql", "SHOP_PG_NAME": name, "SHOP_SIMBA": "database"}
     )
     assert counts == {"passed": TOTAL - 1, "skipped": 1}, output[-3000:]
+
+
+def test_sqlite_with_the_default_settings(tmp_path: Path) -> None:
+    """One SQLite file, no router: in tests, django-simba's tables sit in pytest-django's in-memory
+    database beside the shop's, and a lock after the test's write fails with the error that names
+    the fix, never with a locked table or a session that could not be opened."""
+    counts, output = run_suite(
+        tmp_path, {"SHOP_DB": "sqlite-default", "SHOP_SIMBA": "database"}, target="default_sqlite_suite.py"
+    )
+    assert counts == {"passed": 6}, output[-3000:]
+    for symptom in ("table is locked", "database is locked", "no session could be opened"):
+        assert symptom not in output, output[-3000:]
+    assert not (tmp_path / "db.sqlite3").exists()  # the tests used the in-memory database only
 
 
 def test_sqlite_with_the_memory_backend_under_xdist(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
-"""The database backend: sessions, leases and groups in three tables, through Django's databases.
+"""What the database backend of every vendor shares: sessions, leases and groups in three tables.
 
-``DatabaseBackend({"alias": "default"}, timeout=5)`` builds the backend of the
-alias's vendor (PostgreSQL, MySQL/MariaDB or SQLite). It opens connections of
-its own from the alias's settings, in autocommit, so nothing it writes belongs
+Each vendor's module (``postgresql``, ``mysql``, ``sqlite``) holds its SQL and its
+subclass of :class:`DatabaseBackend`; ``vendors`` picks the one an alias needs. The
+backend opens connections of its own from the alias's settings, in autocommit, so nothing it writes belongs
 to a caller's transaction. It follows the alias's settings as they are at each
 call, not as they were when it was built: a test runner switches an alias to its
 test database after the app (and maybe the backend) is loaded. Every decision
@@ -16,6 +16,7 @@ import logging
 import re
 import threading
 import uuid
+from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
@@ -26,6 +27,7 @@ from django.db.utils import load_backend
 
 from ...spi import (
     DEFAULT_TIMEOUT,
+    MAX_PURGE_LIMIT,
     BackendTimeout,
     BackendUnavailable,
     ConfigurationError,
@@ -40,9 +42,9 @@ from ...spi import (
     SessionInfo,
     SimbaError,
 )
-from .dialects import Dialect, dialect_for
-from .dialects.base import Executor, Traffic
-from .options import parse_options
+from ...spi.patience import patience
+from .dialect import Dialect, Executor, Traffic
+from .options import DatabaseOptions, alias_vendor, parse_options
 from .pool import Link, LinkPool, PoolExhausted
 from .watchdog import Alarm, Watchdog
 
@@ -51,6 +53,15 @@ logger = logging.getLogger(__name__)
 #: A call whose transaction a deadlock rolled back is sent again this many times (nothing of it
 #: was applied, so a retry is safe; InnoDB picks victims among our own keep-alives and take-overs).
 DEADLOCK_RETRIES = 2
+
+#: A lease row free and unused this long is reclaimed by the purge: an idle name costs no row.
+RECLAIM_IDLE = 600.0
+#: The purge deletes a row only once a floor over its token was raised this long ago (at least
+#: twice the backend's timeout, which bounds every statement): a statement that makes the row
+#: again cannot have read the floor from before, so it starts above the row's tokens.
+FLOOR_SETTLES = 600.0
+#: Batches of at most ``limit`` idle rows one purge reclaims, each its own transaction.
+RECLAIM_BATCHES = 10
 
 T = TypeVar("T")
 
@@ -62,15 +73,9 @@ def _milliseconds(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
 
-def _vendor(alias: str) -> str:
-    if alias not in connections.settings:
-        raise ConfigurationError(f"the database backend's alias {alias!r} is not in settings.DATABASES")
-    backend = load_backend(connections.settings[alias]["ENGINE"])
-    return str(backend.DatabaseWrapper.vendor)
-
-
 class DatabaseBackend(LeaseBackend):
-    """Leases over a Django database alias; instances are of the alias's vendor subclass.
+    """Leases over a Django database alias: the base of each vendor's backend, which gives its
+    :class:`Dialect` (``_make_dialect``) and what else it does its own way.
 
     Options: see :mod:`.options` (the alias, the pool's bounds, PgBouncer's transaction pooling).
     """
@@ -90,52 +95,38 @@ class DatabaseBackend(LeaseBackend):
     def tables_alias(cls, options: Mapping[str, Any]) -> str:
         return parse_options(options).alias
 
-    def __new__(cls, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> Any:
-        if cls is DatabaseBackend:
-            parsed = parse_options(options)
-            vendor = _vendor(parsed.alias)
-            if vendor == "postgresql" and parsed.transaction_pooling and parsed.listen is None:
-                cls = PolledPostgresqlBackend  # LISTEN cannot work through the pooler
-            else:
-                for subclass in (PostgresqlBackend, MysqlBackend, SqliteBackend):
-                    if subclass.vendor == vendor:
-                        cls = subclass
-                        break
-                else:
-                    dialect_for(vendor)  # raises ConfigurationError naming the vendor
-        return super().__new__(cls)
-
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT):
         super().__init__(options, timeout=timeout)
         self.alias = parse_options(self.options).alias
-        vendor = _vendor(self.alias)
+        vendor = alias_vendor(self.alias)
         parsed = parse_options(self.options, vendor=vendor)
-        if type(self).vendor not in ("database", vendor):
+        if type(self).vendor != vendor:
             raise ConfigurationError(f"{type(self).__name__} cannot serve alias {self.alias!r} ({vendor})")
-        self.dialect: Dialect = dialect_for(
-            vendor,
-            transaction_pooling=parsed.transaction_pooling,
-            timeout=self.timeout,
-            # The polled PostgreSQL backend listens nowhere, and neither do its peers.
-            notify=type(self) is not PolledPostgresqlBackend,
-        )
+        self.dialect: Dialect = self._make_dialect(parsed)
         #: Round trips and statements sent, for tests and benchmarks.
         self.traffic = Traffic()
         self._settings_lock = threading.Lock()
         self._source = _snapshot(self._alias_settings())
         self._settings = self._connection_settings(self._source)
         self._engine = load_backend(self._settings["ENGINE"])
-        if vendor == "postgresql" and not getattr(self._engine, "is_psycopg3", False):
-            raise ConfigurationError("the database backend needs psycopg 3 on PostgreSQL, not psycopg2")
+        self.dialect.check_driver(self._engine)
         self._driver_errors: tuple[type[BaseException], ...] = (
             self._engine.Database.Error,
             DjangoDatabaseError,
             OSError,
         )
+        #: How long a free row stays unused before the purge reclaims it, and how old the floor
+        #: over its token must be (seconds; see RECLAIM_IDLE and FLOOR_SETTLES).
+        self.reclaim_idle = RECLAIM_IDLE
+        self.floor_settles = max(FLOOR_SETTLES, 2 * self.timeout)
         self._pool = LinkPool(self._connect, parsed.max_idle_connections, parsed.max_connections)
         self._watchdog = Watchdog()
         # Server-side timeouts end a call at ``timeout``; the watchdog only catches the rest.
         self._call_limit = self.timeout + max(0.25, self.timeout / 4)
+
+    @abstractmethod
+    def _make_dialect(self, options: DatabaseOptions) -> Dialect:
+        """The SQL of this vendor, for these options."""
 
     # -- connections --------------------------------------------------------------------
 
@@ -169,8 +160,11 @@ class DatabaseBackend(LeaseBackend):
             raise
         return link
 
-    def _run(self, operation: Callable[[Executor], T]) -> T:
+    def _run(self, operation: Callable[[Executor], T], *, session: bool = False) -> T:
         """Run one operation on a pooled connection, within the call's deadline.
+
+        ``session``: a call of the session (open, keep-alive), which never waits for a
+        connection the callers' calls hold (see :mod:`.pool`).
 
         A pooled connection found dead (the server restarted, an idle timeout, a
         killed backend) is replaced once by a new one, after closing the other idle
@@ -179,14 +173,14 @@ class DatabaseBackend(LeaseBackend):
         """
         for attempt in range(DEADLOCK_RETRIES + 1):
             try:
-                return self._run_once(operation)
+                return self._run_once(operation, session)
             except _Deadlock as deadlock:
                 if attempt == DEADLOCK_RETRIES:
                     raise self._translate(deadlock.error) from deadlock.error
         raise AssertionError("unreachable")
 
-    def _run_once(self, operation: Callable[[Executor], T]) -> T:
-        link = self._take()
+    def _run_once(self, operation: Callable[[Executor], T], session: bool) -> T:
+        link = self._take(session)
         try:
             return self._call(link, operation)
         except _DeadConnection as dead:
@@ -194,7 +188,7 @@ class DatabaseBackend(LeaseBackend):
                 raise self._translate(dead.error) from dead.error
         self._pool.drop_idle()
         try:
-            return self._call(self._take(), operation)
+            return self._call(self._take(session), operation)
         except _DeadConnection as dead:
             raise self._translate(dead.error) from dead.error
 
@@ -220,12 +214,13 @@ class DatabaseBackend(LeaseBackend):
     def _settings_changed(self) -> None:
         """Hook: the alias now points elsewhere (connections of other kinds reconnect)."""
 
-    def _take(self) -> Link:
+    def _take(self, session: bool) -> Link:
         self._follow_settings()
         try:
-            return self._pool.take(self.timeout)
+            # A caller's call waits no longer than its caller does (its lock's timeout).
+            return self._pool.take(patience(self.timeout), session=session)
         except PoolExhausted as error:
-            raise BackendTimeout(f"database {self.alias!r}: {error} (max_connections)") from error
+            raise BackendTimeout(f"database {self.alias!r}: {error}") from error
         except self._driver_errors as error:
             raise self._translate(error) from error
         except ImproperlyConfigured as error:
@@ -270,14 +265,16 @@ class DatabaseBackend(LeaseBackend):
     def _open_session(self, lease_duration: float, metadata: str) -> OpenedSession:
         session_id = uuid.uuid4().hex
         lease = _milliseconds(lease_duration)
-        remaining = self._run(lambda ex: self.dialect.open_session(ex, session_id, lease, metadata))
+        remaining = self._run(
+            lambda ex: self.dialect.open_session(ex, session_id, lease, metadata), session=True
+        )
         return OpenedSession(session_id, remaining / 1000)
 
     def _keep_alive(self, session_id: str, lease_duration: float) -> Renewal:
         if not _SESSION_ID.match(session_id):
             raise SessionExpired(session_id)
         lease = _milliseconds(lease_duration)
-        renewed = self._run(lambda ex: self.dialect.keep_alive(ex, session_id, lease))
+        renewed = self._run(lambda ex: self.dialect.keep_alive(ex, session_id, lease), session=True)
         if renewed.remaining_ms is None:
             try:  # lazy cleanup: free what the dead session still holds
                 self._remove([session_id])
@@ -298,10 +295,28 @@ class DatabaseBackend(LeaseBackend):
         return [SessionInfo(sid, remaining / 1000, metadata) for sid, remaining, metadata in rows]
 
     def _purge_expired(self, limit: int) -> int:
+        """Remove expired sessions, then reclaim the rows of idle names (see :meth:`reclaim_idle_leases`)."""
         expired = self._run(lambda ex: self.dialect.expired_sessions(ex, limit))
-        if not expired:
+        purged = self._run(lambda ex: self.dialect.purge_sessions(ex, expired)).sessions if expired else 0
+        reclaimed = self.reclaim_idle_leases(limit)
+        if reclaimed:
+            logger.info("reclaimed %d idle lease rows of database %r", reclaimed, self.alias)
+        return purged
+
+    def reclaim_idle_leases(self, limit: int = MAX_PURGE_LIMIT) -> int:
+        """Delete the rows of names free for ``reclaim_idle`` seconds, ``limit`` per transaction and
+        at most ``RECLAIM_BATCHES`` transactions; return how many went. A name made again starts
+        above the reclaim floor, so its tokens never go back (``Dialect.reclaim_idle_leases``)."""
+        idle, settle = _milliseconds(self.reclaim_idle), _milliseconds(self.floor_settles)
+        if not self._run(lambda ex: self.dialect.has_idle_leases(ex, idle)):
             return 0
-        return self._run(lambda ex: self.dialect.purge_sessions(ex, expired)).sessions
+        total = 0
+        for _ in range(RECLAIM_BATCHES):
+            deleted = self._run(lambda ex: self.dialect.reclaim_idle_leases(ex, idle, settle, limit))
+            total += deleted
+            if deleted < limit:
+                break
+        return total
 
     # -- leases -------------------------------------------------------------------------
 
@@ -387,12 +402,6 @@ class DatabaseBackend(LeaseBackend):
         return self._pool.count()
 
 
-class MysqlBackend(DatabaseBackend):
-    """MySQL 8 / MariaDB 10.11+: no notifications; the engine polls."""
-
-    vendor = "mysql"
-
-
 class _DeadConnection(Exception):
     """The connection was lost; the call may be retried once on a new one."""
 
@@ -409,10 +418,6 @@ class _Deadlock(Exception):
         self.error = error
 
 
-def _autocommit(wrapper: Any) -> None:
-    wrapper.connection.autocommit = True
-
-
 def _snapshot(settings: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a database's settings that later changes to them (OPTIONS and TEST too) leave alone."""
     return {key: dict(value) if isinstance(value, dict) else value for key, value in settings.items()}
@@ -423,20 +428,3 @@ def _cause(error: BaseException) -> BaseException:
     if isinstance(error, DjangoDatabaseError) and error.__cause__ is not None:
         return error.__cause__
     return error
-
-
-# The vendors with more than a name live in modules of their own; imported here (after
-# DatabaseBackend exists) so that ``__new__`` finds them and the documented dotted paths
-# ``django_simba.backends.database.backend.SqliteBackend`` etc. keep working.
-from .postgresql import PolledPostgresqlBackend, PostgresqlBackend  # noqa: E402
-from .sqlite import CALLERS_TRANSACTION_WAIT, SqliteBackend, sqlite_identity  # noqa: E402
-
-__all__ = [
-    "CALLERS_TRANSACTION_WAIT",
-    "DatabaseBackend",
-    "MysqlBackend",
-    "PolledPostgresqlBackend",
-    "PostgresqlBackend",
-    "SqliteBackend",
-    "sqlite_identity",
-]

@@ -1,6 +1,6 @@
 """PostgreSQL LISTEN: one connection per process turns NOTIFY payloads into notifications.
 
-Every lease name and group has a channel of its own (see ``dialects.postgresql``),
+Every lease name and group has a channel of its own (see ``postgresql``),
 and the connection listens only on the channels of what this process watches:
 releases of names nobody here waits for never reach the process. A daemon thread
 holds the listening connection, changes its channels when asked (a pipe wakes it
@@ -18,6 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from ...spi import redact
+from ...spi.outage import ConnectionOutage
 from .pool import Link
 from .watchdog import Watchdog
 
@@ -61,6 +63,8 @@ class PostgresListener:
         self._requested = 0  # tickets handed out by want()
         self._applied = 0  # the last ticket whose channels the server listens on
         self._pipe: tuple[int, int] | None = None  # wakes the thread; open while it runs
+        #: An outage in two lines (and a reminder every five minutes), not one per reconnection attempt.
+        self._outage = ConnectionOutage(logger, "the PostgreSQL LISTEN connection")
 
     @property
     def live(self) -> bool:
@@ -149,6 +153,7 @@ class PostgresListener:
                     if stop.is_set():
                         break
                     self._link, self._live = link, True
+                self._outage.succeeded()
                 if listened_before:
                     self._resync()
                 listened_before = True
@@ -156,7 +161,10 @@ class PostgresListener:
                 self._listen(link, listening, stop, wake)
             except Exception as error:
                 if not stop.is_set():
-                    logger.warning("PostgreSQL notifications interrupted (%s); reconnecting", error)
+                    said = " ".join(redact(error).split())  # libpq's messages run over three lines
+                    self._outage.failed(
+                        f"PostgreSQL notifications interrupted ({said}); the engine polls meanwhile"
+                    )
             finally:
                 with self._condition:
                     self._link, self._live = None, False

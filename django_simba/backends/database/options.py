@@ -54,7 +54,8 @@ def parse_options(options: Mapping[str, Any] | None, *, vendor: str | None = Non
     max_idle = _count(options, "max_idle_connections", DEFAULT_MAX_IDLE, least=0)
     if max_idle > max_connections:
         raise ConfigurationError(
-            f"max_idle_connections ({max_idle}) cannot exceed max_connections ({max_connections})"
+            f"max_idle_connections ({max_idle}) cannot exceed max_connections ({max_connections})",
+            hint=COUNT_HINTS["max_idle_connections"],
         )
     pooling = options.get("transaction_pooling", False)
     if not isinstance(pooling, bool):
@@ -76,11 +77,33 @@ def parse_options(options: Mapping[str, Any] | None, *, vendor: str | None = Non
     return DatabaseOptions(alias, max_connections, max_idle, pooling, dict(listen) if listen else None)
 
 
+#: How to fix each count (the backend's own hint speaks of 'alias', which these are not about).
+COUNT_HINTS = {
+    "max_connections": (
+        f"max_connections is how many database connections the backend may open at once, at least 1 "
+        f"(default {DEFAULT_MAX_CONNECTIONS}: the keep-alive's and the contenders')."
+    ),
+    "max_idle_connections": (
+        f"max_idle_connections is how many open connections it keeps while idle, from 0 to "
+        f"max_connections (default {DEFAULT_MAX_IDLE})."
+    ),
+}
+
+
 def _count(options: Mapping[str, Any], key: str, default: int, *, least: int) -> int:
     value = options.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ConfigurationError(f"{key} must be an int >= {least}, not {value!r}")
+        raise ConfigurationError(f"{key} must be an int >= {least}, not {value!r}", hint=COUNT_HINTS[key])
     return value
+
+
+def alias_vendor(alias: str) -> str:
+    """The vendor of a database alias ("postgresql", "mysql", "sqlite"...); ConfigurationError if none."""
+    from django.db import connections
+
+    if alias not in connections.settings:
+        raise ConfigurationError(f"the database backend's alias {alias!r} is not in settings.DATABASES")
+    return str(load_backend(connections.settings[alias]["ENGINE"]).DatabaseWrapper.vendor)
 
 
 def vendor_of(database: Mapping[str, Any]) -> str | None:

@@ -2,8 +2,12 @@
 
 Each call borrows a connection for its duration and gives it back, so a
 thread's ``transaction.atomic()`` never contains a backend write, and many
-threads (or short-lived request threads) share a few connections. At most
-``max_open`` are open at once: a call finding them all busy waits for one.
+threads (or short-lived request threads) share a few connections. The callers'
+calls have at most ``max_open`` connections at once: a call finding them all
+busy waits for one, as long as its caller may wait. The session's calls (open,
+keep-alive) are not among them: they have ``RESERVED`` more, so a keep-alive
+never waits behind the callers' work, however busy the process is (it would
+otherwise wait past the session's deadline and end every term of the process).
 Connections beyond ``max_idle`` close once they have been idle for
 ``SURPLUS_GRACE``, so a burst does not open and close one per overlap.
 """
@@ -19,12 +23,16 @@ from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .dialects.base import Executor
+from ...spi import format_duration
+from .dialect import Executor
+from .slots import Slots
 
 logger = logging.getLogger(__name__)
 
 #: How long a connection beyond ``max_idle`` stays open idle (closed at the next call after it).
 SURPLUS_GRACE = 10.0
+#: Connections for the session's calls on top of the callers' ``max_open``: one keep-alive at a time.
+RESERVED = 1
 
 #: Connections inherited through ``fork``: kept referenced forever, because closing or
 #: even collecting one in the child would end the parent's session on the server.
@@ -42,6 +50,8 @@ class Link:
     generation: int = 0
     reused: bool = False
     idle_since: float = 0.0
+    #: Taken by a session call, counted against ``RESERVED`` rather than the callers' ``max_open``.
+    session: bool = False
 
     @property
     def raw(self) -> Any:
@@ -67,42 +77,41 @@ class PoolExhausted(Exception):
 
 
 class LinkPool:
-    """Idle connections for reuse, and the busy ones tracked so ``close`` reaches them too."""
+    """Idle connections for reuse, and the busy ones tracked so ``close`` reaches them too.
+
+    Two kinds of calls share the idle connections but take turns apart (:mod:`.slots`): the
+    callers' (``max_open`` connections busy or opening at most) and the session's
+    (``RESERVED``). So the session's calls wait only for each other, never for a caller's
+    connection, and the callers' wait in the order they came.
+    """
 
     def __init__(self, connect: Callable[[], Link], max_idle: int, max_open: int) -> None:
         self._connect = connect
         self._max_idle = max_idle
         self._max_open = max_open
-        self._mutex, self._lock = _condition()
+        self._lock = threading.Lock()
+        self._turns = {False: Slots(max_open), True: Slots(RESERVED)}
         self._idle: list[Link] = []
         self._busy: set[Link] = set()
-        self._opening = 0  # connections being opened, counted against max_open
-        self._waiting = 0  # calls waiting for a connection
         self._generation = 0
         self.surplus_grace = SURPLUS_GRACE
 
-    def take(self, wait: float) -> Link:
-        """An idle connection, or a new one; with ``max_open`` busy, wait up to ``wait`` seconds."""
-        deadline = None
-        with self._mutex:  # the condition's own lock: ``with`` on it costs no Python frame
-            while not self._idle and len(self._busy) + self._opening >= self._max_open:
-                if deadline is None:
-                    deadline = time.monotonic() + wait
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise PoolExhausted(f"all {self._max_open} connections stayed busy for {wait:g} s")
-                self._waiting += 1
-                try:
-                    self._lock.wait(remaining)
-                finally:
-                    self._waiting -= 1
+    def take(self, wait: float, *, session: bool = False) -> Link:
+        """An idle connection, or a new one; with all of its kind in use, wait up to ``wait`` seconds.
+
+        ``session``: a call of the session (open, keep-alive), which has connections of its own.
+        """
+        turns = self._turns[session]
+        if not turns.take(wait):
+            raise PoolExhausted(_exhausted(session, self._max_open, wait))
+        with self._lock:
             if self._idle:
                 link = self._idle.pop()  # the last used: the others may age out
                 link.reused = True
+                link.session = session
                 self._busy.add(link)
                 surplus = self._surplus()
             else:
-                self._opening += 1
                 generation = self._generation
                 surplus = None
         if surplus is not None:
@@ -111,27 +120,24 @@ class LinkPool:
         try:
             link = self._connect()
         except BaseException:
-            with self._lock:
-                self._opening -= 1
-                self._lock.notify()
+            turns.give()
             raise
         link.generation = generation
+        link.session = session
         with self._lock:
-            self._opening -= 1
             self._busy.add(link)
         return link
 
     def give_back(self, link: Link) -> None:
-        with self._mutex:
+        with self._lock:
             self._busy.discard(link)
-            if self._waiting:
-                self._lock.notify()
             if link.generation != self._generation:
                 surplus = [link]
             else:
                 link.idle_since = time.monotonic()
                 self._idle.append(link)
                 surplus = self._surplus()
+        self._turns[link.session].give()  # after it is idle: the next call takes this one
         _close_all(surplus)
 
     def _surplus(self) -> list[Link]:
@@ -147,7 +153,7 @@ class LinkPool:
     def discard(self, link: Link) -> None:
         with self._lock:
             self._busy.discard(link)
-            self._lock.notify()
+        self._turns[link.session].give()
         link.close()
 
     def drop_idle(self) -> None:
@@ -167,27 +173,27 @@ class LinkPool:
 
     def after_fork(self) -> None:
         """Forget every connection inherited from the parent, without closing any."""
-        self._mutex, self._lock = _condition()
+        self._lock = threading.Lock()
+        self._turns = {False: Slots(self._max_open), True: Slots(RESERVED)}
         for link in [*self._idle, *self._busy]:
             link.forget()
         self._idle, self._busy = [], set()
-        self._opening = self._waiting = 0
         self._generation += 1
 
     def count(self) -> int:
         with self._lock:
             return len(self._idle) + len(self._busy)
 
-    def waiting(self) -> int:
-        """Calls waiting for a connection now (all ``max_open`` busy)."""
-        with self._lock:
-            return self._waiting
+    def waiting(self, *, session: bool = False) -> int:
+        """Calls of the kind waiting for a connection now (all of the kind's in use)."""
+        return self._turns[session].waiting()
 
 
-def _condition() -> tuple[threading.RLock, threading.Condition]:
-    """A condition and its lock, which the hot paths take directly (the same lock)."""
-    mutex = threading.RLock()
-    return mutex, threading.Condition(mutex)
+def _exhausted(session: bool, limit: int, wait: float) -> str:
+    waited = format_duration(wait)
+    if session:
+        return f"the session's connection stayed busy for the {waited} the call could wait"
+    return f"all {limit} connections (max_connections) stayed busy for the {waited} the call could wait"
 
 
 def _close_all(links: list[Link]) -> None:

@@ -81,6 +81,8 @@ class MemoryBackend(LeaseBackend):
     ``evictions_free_leases``: the leases of an evicted session end when the backend next
     hears from that session (its keep-alive), as Redis's keep-alive script does; otherwise
     they last until their own expiry.
+    ``max_session``: the longest session it grants, in seconds, whatever is asked (a server
+    limit, as ZooKeeper's ``maxSessionTimeout``); None grants what is asked.
     """
 
     notifies = True
@@ -96,8 +98,10 @@ class MemoryBackend(LeaseBackend):
         id_factory: Callable[[], str] | None = None,
         hand_over: bool = False,
         evictions_free_leases: bool = False,
+        max_session: float | None = None,
     ) -> None:
         super().__init__(options, timeout=timeout)
+        self.max_session = max_session
         self._clock: Clock = clock or time.monotonic
         self._new_id: Callable[[], str] = id_factory or (lambda: uuid.uuid4().hex)
         self.hands_over = hand_over or self.hands_over_always
@@ -128,6 +132,13 @@ class MemoryBackend(LeaseBackend):
         lease = self._lease_rows.get(name)
         return lease if lease is not None and self._expiry(lease) > now else None
 
+    def _current(self, lease: _Lease, session_id: str, now: float) -> bool:
+        """Whether a held term still counts, as an acquire or a keep-alive of ``session_id`` judges it.
+
+        A model of Redis overrides it: a term from before the server lost its data is over.
+        """
+        return True
+
     def _live_or_removed(self, session_id: str, now: float, events: list[Notification]) -> _Session | None:
         """The live session, or None after removing what is left of an expired one."""
         session = self._live(session_id, now)
@@ -135,10 +146,18 @@ class MemoryBackend(LeaseBackend):
             events.extend(self._remove_session(session_id, now))
         return session
 
+    def _held_back(self, session_id: str, now: float) -> bool:
+        """Whether no new term may be granted now (a model of Redis's hold-back overrides it)."""
+        return False
+
+    def _next_token(self, lease: _Lease) -> int:
+        """The token of the next term of ``lease`` (previous + 1; a model of Redis overrides it)."""
+        return lease.token + 1
+
     def _grant(self, name: str, session_id: str, session: _Session) -> _Lease:
         """A new term of ``name`` for the live session."""
         lease = self._lease_rows.setdefault(name, _Lease(token=0))
-        lease.token += 1
+        lease.token = self._next_token(lease)
         lease.session_id = session_id
         lease.orphan_until = 0.0
         session.leases.add(name)
@@ -162,6 +181,8 @@ class MemoryBackend(LeaseBackend):
             if session is None:
                 self._leave_line(waiter, name)
                 continue
+            if self._held_back(waiter, now):
+                break  # the name goes free; the waiter keeps its place and tries again
             handed = self._grant(name, waiter, session)
             return Notification(NotificationKind.HANDED_OVER, name, waiter, handed.token)
         return Notification(NotificationKind.RELEASED, name)
@@ -210,6 +231,9 @@ class MemoryBackend(LeaseBackend):
             events.extend(self._free_orphans(sid, now, expired_only=True))
         return events
 
+    def _granted(self, lease_duration: float) -> float:
+        return lease_duration if self.max_session is None else min(lease_duration, self.max_session)
+
     def _notify(self, events: list[Notification]) -> None:
         for event in events:
             for listener in list(self._listeners):
@@ -222,9 +246,10 @@ class MemoryBackend(LeaseBackend):
             self.calls += 1
             events = self._settle(self._clock())
             session_id = self._new_id()
-            self._session_rows[session_id] = _Session(self._clock() + lease_duration, metadata)
+            granted = self._granted(lease_duration)
+            self._session_rows[session_id] = _Session(self._clock() + granted, metadata)
         self._notify(events)
-        return OpenedSession(session_id, lease_duration)
+        return OpenedSession(session_id, granted)
 
     def _keep_alive(self, session_id: str, lease_duration: float) -> Renewal:
         with self._mutex:
@@ -237,17 +262,18 @@ class MemoryBackend(LeaseBackend):
                 if self.evictions_free_leases:
                     events.extend(self._free_orphans(session_id, now))
             else:
-                session.expires_at = now + lease_duration
+                session.expires_at = now + self._granted(lease_duration)
                 owned = {
                     name: self._lease_rows[name].token
                     for name in session.leases
                     if self._lease_rows[name].session_id == session_id
+                    and self._current(self._lease_rows[name], session_id, now)
                 }
                 session.leases = set(owned)
         self._notify(events)
         if session is None:
             raise SessionExpired(session_id)
-        return Renewal(lease_duration, owned)
+        return Renewal(self._granted(lease_duration), owned)
 
     def _close_session(self, session_id: str) -> None:
         with self._mutex:
@@ -267,6 +293,8 @@ class MemoryBackend(LeaseBackend):
             events = self._settle(now)
             session = self._live_or_removed(session_id, now, events)
             lease = self._holder(name, now)
+            if lease is not None and session is not None and not self._current(lease, session_id, now):
+                lease = None  # over: free for a new term
             if session is None:
                 grant = None
             elif lease is not None and lease.session_id != session_id:
@@ -275,9 +303,12 @@ class MemoryBackend(LeaseBackend):
                     session.lines.add(name)
                 grant = None
             else:
-                if lease is None:
-                    lease = self._grant(name, session_id, session)
-                grant = Grant(name, lease.token, session.expires_at - now)
+                if lease is None and self._held_back(session_id, now):
+                    grant = None
+                else:
+                    if lease is None:
+                        lease = self._grant(name, session_id, session)
+                    grant = Grant(name, lease.token, session.expires_at - now)
         self._notify(events)
         if session is None:
             raise SessionExpired(session_id)

@@ -1,26 +1,29 @@
-"""The Redis backend (Redis 7, single node or Redis Cluster), on redis-py.
+"""The Redis backend (Redis 7, single node, under Sentinel, or Redis Cluster), on redis-py.
 
 Keys (see ``keys.py``; braces are literal hash tags):
 
 =================================  =============================================================
-``simba:lease:{name}``             hash, never expires: ``session`` (empty when free), ``token``,
-                                   ``expires`` (ms, Redis time). Release clears ``session`` only,
-                                   so the token never resets.
+``simba:lease:{name}``             hash: ``session`` (empty when free), ``token``, ``expires`` (ms,
+                                   Redis time). Never expires while held; a minute after its term
+                                   ended (``IDLE_LEASE_MS``), unless a new one began.
 ``simba:session:{sid}``            hash with PX = lease: ``metadata``, ``expires``, ``lease``.
-``simba:session:{sid}:leases``     the session's lease index, same slot as the session.
-``simba:session:{sid}:groups``     the session's group index, same slot as the session.
+``simba:session:{sid}:leases``     the session's lease index, same hash slot as the session.
+``simba:session:{sid}:groups``     the session's group index, same hash slot as the session.
 ``simba:group:{group}``            sorted set of member session ids scored by expiry (Redis time).
 ``simba:lease:{name}:line``        single node: sessions waiting for the lease, scored in the order
                                    they joined (the lease's ``joined`` count); expires with its
                                    longest-lived waiter.
+``simba:marker``                   hash, one per database (a Cluster: ``simba:marker:{tag}``, one
+                                   per hash slot), written to the AOF only: the record that the
+                                   server still has every write it made (``lua/_marker.lua``).
 =================================  =============================================================
 
 The two indexes are sorted sets scored by the time of the last acquire / join attempt
 (rather than plain sets): on a cluster an entry that is not held yet may belong to a
 grant still in flight, and keep-alive drops it only one lease after that attempt. They
 carry the session's expiry too, so a crashed process leaves nothing but its lease hashes
-(which keep the tokens) and group entries past their score (``purge_expired`` removes
-those; sessions need no purge).
+and group entries past their score (``purge_expired`` removes those, and gives those lease
+hashes their idle time; sessions need no purge).
 
 How it works: every time decision runs inside a Lua script with ``TIME``; every remaining
 time is a duration on Redis's clock. A lease is held while its ``session`` is set and its
@@ -35,20 +38,21 @@ and publishes ``handed <token> <name>`` on the session hash's key, a channel the
 subscribes to for each session it opens: the waiter holds the name without a round trip of
 its own, and the other waiters sleep on. Closing a session deletes it first, then frees its
 leases and memberships, then drops the indexes, so a close repeated after a failure finishes
-the job. On a Redis Cluster the calls route by slot (``cluster.py``).
+the job. On a Redis Cluster the calls route by hash slot (``cluster.py``).
 
 Durability and operations, what an operator must know:
 
-* Tokens are only as durable as Redis's data. Replication is asynchronous: a failover to
-  a replica that missed the latest increment, or a restart without persistence, makes
-  tokens go back (a restarted empty server starts every name at token 1 again, and every
-  session is gone: holders get SessionExpired and open new sessions). Enable AOF
-  persistence; ``wait_replicas`` narrows the failover window: every reply the engine
-  trusts (a new term, a term held already, a renewal, a join) counts only once that many
-  replicas acknowledged it, else the call fails with BackendUnavailable (a keep-alive then
-  counts as failed; a new term or membership is given back). It is refused on a Cluster.
-  Where fencing must hold across failovers, use the database backend on synchronous
-  replication, or ZooKeeper.
+* A server that forgets (a restart without persistence or from an older snapshot,
+  FLUSHALL/FLUSHDB, a failover to a replica, which never has the marker) is noticed by the
+  marker: new terms wait for the longest lease seen, terms from before end, and tokens go
+  on from the server clock's microseconds, which are above every earlier token (premises:
+  that clock never steps back; one LEASE_DURATION for the deployment). One WARNING per
+  process. A restart that replays the server's own AOF changes nothing. See
+  docs/redis.rst. ``wait_replicas``: every reply the engine trusts (a new term, a term
+  held already, a renewal, a join) counts only once that many replicas acknowledged it,
+  else the call fails with BackendUnavailable (a keep-alive then counts as failed; a new
+  term or membership is given back); it keeps sessions and memberships across a
+  failover. It is refused on a Cluster.
 * Leases are measured with Redis ``TIME``: a step of the Redis hosts' clocks shortens or
   lengthens every lease at once.
 * Run Redis with ``maxmemory-policy noeviction`` (the default), or without a ``maxmemory``.
@@ -156,8 +160,8 @@ class RedisBackend(LeaseBackend):
     @classmethod
     def options_hint(cls) -> str:
         return (
-            "Give 'cache' (a django-redis cache alias), 'url' (redis://...) or, on a cluster, "
-            "'startup_nodes' with 'cluster': True."
+            "Give 'cache' (a django-redis cache alias), 'url' (redis://...), on a cluster "
+            "'startup_nodes' with 'cluster': True, or under Sentinel 'sentinels' with 'service'."
         )
 
     def __init__(self, options: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -214,6 +218,19 @@ class RedisBackend(LeaseBackend):
                 wait_replicas=self.settings.wait_replicas,
                 hand_over=self.hands_over,
             )
+
+    def assume_nothing_lost(self) -> int:
+        """For test fixtures only: record that the server lost nothing, so its first grant is not held back.
+
+        A server without a marker (``lua/_marker.lua``) holds new terms back for a lease at its
+        first grant, as after a data loss; a fixture that starts a fresh server calls this to skip
+        that wait. It creates the missing markers (every hash slot's on a cluster) without a hold-back,
+        and never shortens one under way. Never call it in production: on a server that did lose
+        its data it lets a new term overlap one that its holder still trusts. Returns how many
+        markers it created.
+        """
+        with translated("mark", self.timeout):
+            return self.store.mark(0)
 
     def check_server(self) -> None:
         """Connect and run the start-up guards now (system checks, the status command)."""

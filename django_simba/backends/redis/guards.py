@@ -2,14 +2,16 @@
 
 Eviction happens only under a memory limit (``maxmemory`` > 0), and drops keys by policy:
 
-* ``allkeys-*`` may evict lease hashes, which never expire and carry the token: the next
-  acquire of that name would start again at token 1, which breaks fencing silently and
-  cannot be repaired afterwards. Refused whatever the limit, since a limit can be set at
-  any time without a restart, long after this check ran.
+* ``allkeys-*`` may evict a held lease hash (which never expires while held): the next
+  acquire of that name is granted at once while its holder still trusts its term, which
+  breaks fencing silently (the token itself still goes up: it comes from the clock). Refused
+  whatever the limit, since a limit can be set at any time without a restart, long after
+  this check ran.
 * ``volatile-*`` may evict the keys that have a TTL: session hashes (a session ends
   early), the session indexes (leases are no longer renewed; memberships drop out of
-  ``members`` while their session lives, and nothing tells the member) and the lines of
-  waiters. Refused under a limit; without one nothing is evicted, so it is only warned.
+  ``members`` while their session lives, and nothing tells the member), the lines of
+  waiters and idle lease hashes (harmless: their next token comes from the clock). Refused
+  under a limit; without one nothing is evicted, so it is only warned.
 
 The scripts do not rely on this check: a session found gone leaves its live leases to
 expire on their own time, so even an eviction the check could not see (``check_eviction``
@@ -68,8 +70,9 @@ def check_evictions(evictions: Mapping[str, Eviction]) -> None:
         policy = eviction.policy
         if policy.startswith("allkeys-"):
             raise ConfigurationError(
-                f"Redis {node} runs with maxmemory-policy {policy}: it may evict lease keys, which resets "
-                "their fencing tokens. Use noeviction (the default) or a dedicated instance"
+                f"Redis {node} runs with maxmemory-policy {policy}: it may evict held lease keys, which "
+                "gives a name to another process while its holder still trusts its term. Use noeviction "
+                "(the default) or a dedicated instance"
             )
         if policy.startswith("volatile-") and eviction.maxmemory > 0:
             raise ConfigurationError(

@@ -1,9 +1,13 @@
 """The backend's ``OPTIONS``, validated without any I/O.
 
 ``{"cache": "<django-redis alias>"}`` (default: ``"default"``) or ``{"url": "redis://..."}``
-(or, on a cluster, ``{"startup_nodes": ["host:port", ...]}``), plus ``cluster``, ``wait_replicas``,
-``check_eviction``, ``hand_over`` and the connection settings redis-py takes as they are (password,
-TLS). Unknown keys are refused so a typo does not silently change nothing.
+(or, on a cluster, ``{"startup_nodes": ["host:port", ...]}``, or under Redis Sentinel,
+``{"sentinels": [("host", port), ...], "service": "<name the Sentinels know the primary by>"}``),
+plus ``cluster``, ``wait_replicas``, ``check_eviction``, ``hand_over`` and the connection settings
+redis-py takes as they are (password, TLS). With ``sentinels``: ``db`` (the primary's database,
+default 0), ``sentinel_options`` (the same connection settings, for the Sentinels themselves) and
+``min_other_sentinels`` (trust a Sentinel's answer only when it sees that many others).
+Unknown keys are refused so a typo does not silently change nothing.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ CONNECTION_OPTIONS = frozenset(
         "client_name",
     }
 )
-BACKEND_OPTIONS = frozenset(
-    {"cache", "url", "startup_nodes", "cluster", "wait_replicas", "check_eviction", "hand_over"}
+SENTINEL_OPTIONS = frozenset({"sentinels", "service", "db", "sentinel_options", "min_other_sentinels"})
+BACKEND_OPTIONS = (
+    frozenset({"cache", "url", "startup_nodes", "cluster", "wait_replicas", "check_eviction", "hand_over"})
+    | SENTINEL_OPTIONS
 )
 KNOWN_OPTIONS = CONNECTION_OPTIONS | BACKEND_OPTIONS
 #: Without 'cache', 'url' or 'startup_nodes' the backend borrows the django-redis cache "default".
@@ -50,6 +56,12 @@ class RedisOptions:
     check_eviction: bool = True
     hand_over: bool = True
     connection: Mapping[str, Any] = field(default_factory=dict)
+    #: Under Sentinel: where the Sentinels are, and what they call the primary.
+    sentinels: tuple[tuple[str, int], ...] = ()
+    service: str | None = None
+    db: int = 0
+    sentinel_connection: Mapping[str, Any] = field(default_factory=dict)
+    min_other_sentinels: int = 0
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> RedisOptions:
@@ -59,12 +71,14 @@ class RedisOptions:
             raise ConfigurationError(f"unknown Redis backend option(s) {', '.join(unknown)}; known: {known}")
         cache = _optional_str(options, "cache")
         url = _optional_str(options, "url")
-        nodes = _startup_nodes(options.get("startup_nodes"))
-        given = [what for what, value in (("cache", cache), ("url", url), ("startup_nodes", nodes)) if value]
+        nodes = _addresses(options.get("startup_nodes"), "startup_nodes")
+        sentinels = _addresses(options.get("sentinels"), "sentinels")
+        sources = (("cache", cache), ("url", url), ("startup_nodes", nodes), ("sentinels", sentinels))
+        given = [what for what, value in sources if value]
         if len(given) > 1:
             raise ConfigurationError(
                 "the Redis backend takes one of OPTIONS 'cache' (a django-redis cache alias), "
-                f"'url' (redis://...) or 'startup_nodes' (cluster), not {' and '.join(given)}"
+                f"'url' (redis://...), 'startup_nodes' (cluster) or 'sentinels', not {' and '.join(given)}"
             )
         if not given:
             cache = DEFAULT_CACHE
@@ -75,6 +89,9 @@ class RedisOptions:
             raise ConfigurationError(
                 "django-redis has no Redis Cluster client: on a cluster give 'url' or 'startup_nodes'"
             )
+        if cluster and sentinels:
+            raise ConfigurationError("Sentinel watches a primary and its replicas, not a Redis Cluster")
+        sentinel = _sentinel_settings(options, bool(sentinels))
         wait_replicas = options.get("wait_replicas", 0)
         if isinstance(wait_replicas, bool) or not isinstance(wait_replicas, int) or wait_replicas < 0:
             raise ConfigurationError(f"'wait_replicas' must be an int >= 0, not {wait_replicas!r}")
@@ -102,6 +119,8 @@ class RedisOptions:
             check_eviction=_flag(options, "check_eviction", default=True),
             hand_over=hand_over,
             connection={key: options[key] for key in CONNECTION_OPTIONS if key in options},
+            sentinels=sentinels,
+            **sentinel,
         )
 
 
@@ -121,18 +140,60 @@ def _flag(options: Mapping[str, Any], key: str, *, default: bool) -> bool:
     return value
 
 
-def _startup_nodes(value: object) -> tuple[tuple[str, int], ...]:
+def _addresses(value: object, key: str) -> tuple[tuple[str, int], ...]:
+    """Cluster nodes or Sentinels: ``"host:port"`` or ``(host, port)`` pairs (lists too, as JSON has them)."""
     if value is None:
         return ()
     if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
-        raise ConfigurationError(f"'startup_nodes' must be a non-empty list of 'host:port', not {value!r}")
-    nodes = []
-    for node in value:
-        host, _, port = str(node).rpartition(":")
-        if not host or not port.isdigit():
-            raise ConfigurationError(f"startup node {node!r} is not 'host:port'")
-        nodes.append((host, int(port)))
-    return tuple(nodes)
+        raise ConfigurationError(
+            f"'{key}' must be a non-empty list of (host, port) pairs or 'host:port', not {value!r}"
+        )
+    addresses = []
+    for entry in value:
+        if isinstance(entry, str):
+            host, _, port_text = entry.rpartition(":")
+            port: object = int(port_text) if port_text.isdigit() else None
+        elif isinstance(entry, list | tuple) and len(entry) == 2:
+            host, port = entry
+        else:
+            host, port = "", None
+        if not (isinstance(host, str) and host) or isinstance(port, bool) or not isinstance(port, int):
+            raise ConfigurationError(f"'{key}' entry {entry!r} is not 'host:port' nor a (host, port) pair")
+        if not 0 < port < 65536:
+            raise ConfigurationError(f"'{key}' entry {entry!r} has no valid port (1 to 65535)")
+        addresses.append((host, port))
+    return tuple(addresses)
+
+
+def _sentinel_settings(options: Mapping[str, Any], sentinels: bool) -> dict[str, Any]:
+    """``service``, ``db``, ``sentinel_options`` and ``min_other_sentinels``: only with ``sentinels``."""
+    if not sentinels:
+        stray = sorted(key for key in SENTINEL_OPTIONS - {"sentinels"} if key in options)
+        if stray:
+            raise ConfigurationError(f"{', '.join(map(repr, stray))} go with 'sentinels' (Redis Sentinel)")
+        return {}
+    service = _optional_str(options, "service")
+    if service is None:
+        raise ConfigurationError(
+            "'sentinels' needs 'service': the name the Sentinels monitor the primary under "
+            "(their 'sentinel monitor <service> ...' line)"
+        )
+    db = options.get("db", 0)
+    if isinstance(db, bool) or not isinstance(db, int) or db < 0:
+        raise ConfigurationError(f"'db' must be an int >= 0, not {db!r}")
+    quorum = options.get("min_other_sentinels", 0)
+    if isinstance(quorum, bool) or not isinstance(quorum, int) or quorum < 0:
+        raise ConfigurationError(f"'min_other_sentinels' must be an int >= 0, not {quorum!r}")
+    own = options.get("sentinel_options", {})
+    if not isinstance(own, Mapping):
+        raise ConfigurationError(f"'sentinel_options' must be a dict, not {type(own).__name__}")
+    unknown = sorted(set(own) - CONNECTION_OPTIONS)
+    if unknown:
+        raise ConfigurationError(
+            f"unknown 'sentinel_options' key(s) {', '.join(map(str, unknown))}; "
+            f"known: {', '.join(sorted(CONNECTION_OPTIONS))}"
+        )
+    return {"service": service, "db": db, "sentinel_connection": dict(own), "min_other_sentinels": quorum}
 
 
 def borrowed_cache_problem(cache: str | None) -> str | None:

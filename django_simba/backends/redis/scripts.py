@@ -8,8 +8,9 @@ KEYS and ARGV are and what it returns.
 
 A script's source is the concatenation, in this order, of:
 
-1. ``local`` constants written here from ``keys.py`` (key prefixes, channel messages),
-   so that Python and Lua share one key layout;
+0. the script's ``#!lua`` line, if it has one (script flags must come first);
+1. ``local`` constants written here from ``keys.py`` (key prefixes, channel messages, the
+   idle time of a lease hash), so that Python and Lua share one key layout;
 2. ``lua/_prelude.lua`` (``now_ms``, the key builders, ``session_expiry``, ``held_by``);
 3. each fragment the script names on a line ``-- include: _<fragment>.lua`` (fragments
    start with ``_`` and include nothing themselves);
@@ -26,8 +27,8 @@ Two families:
   holder's session hash for its metadata). A single node allows that because every key
   lives in the one keyspace the script runs against; it is what makes a keep-alive of N
   leases one round trip. Redis Cluster forbids it, hence:
-* ``slot_*`` and ``session_*``: scripts that touch the keys of one hash slot only,
-  declared in KEYS, for the route-by-slot logic of ``cluster.py``.
+* ``cluster_*`` and ``session_*``: scripts that touch the keys of one hash slot only,
+  declared in KEYS, for the route-by-hash slot logic of ``cluster.py``.
 
 The others serve both topologies.
 """
@@ -45,7 +46,7 @@ from . import keys
 LUA_FILES = resources.files(__package__ or __name__).joinpath("lua")
 PRELUDE = "_prelude.lua"
 #: The constants every script sees as Lua locals of the same name.
-CONSTANTS = {
+CONSTANTS: dict[str, str | int] = {
     "LEASE_PREFIX": keys.LEASE_PREFIX,
     "GROUP_PREFIX": keys.GROUP_PREFIX,
     "SESSION_PREFIX": keys.SESSION_PREFIX,
@@ -53,6 +54,7 @@ CONSTANTS = {
     "RELEASED": keys.RELEASED,
     "HANDED_OVER": keys.HANDED_OVER,
     "CHANGED": keys.CHANGED,
+    "IDLE_LEASE_MS": keys.IDLE_LEASE_MS,
 }
 _INCLUDE = re.compile(r"^-- include: (_\w+\.lua)$", re.MULTILINE)
 _PLAIN = re.compile(r"[\w:{}. -]*\Z")  # nothing a Lua string between single quotes would have to escape
@@ -78,10 +80,20 @@ def includes(text: str) -> list[str]:
 
 
 def constants_header() -> str:
+    lines = []
     for name, value in CONSTANTS.items():
-        if not _PLAIN.match(value):
+        if isinstance(value, int):
+            lines.append(f"local {name} = {value:d}\n")
+        elif _PLAIN.match(value):
+            lines.append(f"local {name} = '{value}'\n")
+        else:
             raise ValueError(f"{name} = {value!r} cannot be written as a plain Lua string")
-    return "".join(f"local {name} = '{value}'\n" for name, value in CONSTANTS.items())
+    return "".join(lines)
+
+
+def flags_line(body: str) -> str:
+    """A script's ``#!lua ...`` first line (with its newline), or ''."""
+    return body[: body.index("\n") + 1] if body.startswith("#!") else ""
 
 
 def load(name: str) -> Script:
@@ -90,7 +102,9 @@ def load(name: str) -> Script:
     fragments = [read_lua(fragment) for fragment in includes(body)]
     if any(includes(fragment) for fragment in fragments):
         raise ValueError(f"{name}.lua: a fragment it includes includes another; fragments stay flat")
-    return Script(name, "".join([constants_header(), read_lua(PRELUDE), *fragments, body]))
+    flags = flags_line(body)
+    parts = [flags, constants_header(), read_lua(PRELUDE), *fragments, body[len(flags) :]]
+    return Script(name, "".join(parts))
 
 
 # -- shared by both topologies --------------------------------------------------------------
@@ -99,7 +113,9 @@ SESSIONS_READ = load("sessions_read")
 LEASES_READ = load("leases_read")
 GROUP_READ = load("group_read")
 GROUP_PURGE = load("group_purge")
+LEASES_IDLE = load("leases_idle")
 FORCE_RELEASE = load("force_release")
+MARK = load("mark")
 # -- single node: one script per operation ---------------------------------------------------
 STANDALONE_KEEP_ALIVE = load("standalone_keep_alive")
 STANDALONE_CLOSE = load("standalone_close")
@@ -109,17 +125,17 @@ STANDALONE_JOIN = load("standalone_join")
 STANDALONE_LEAVE = load("standalone_leave")
 STANDALONE_LEASES_READ = load("standalone_leases_read")
 STANDALONE_MEMBERS = load("standalone_members")
-# -- Redis Cluster: one slot per script ------------------------------------------------------
+# -- Redis Cluster: one hash slot per script ------------------------------------------------------
 SESSION_RENEW = load("session_renew")
 SESSION_CLOSE = load("session_close")
 SESSION_ATTEMPT = load("session_attempt")
 SESSION_DROP_STALE = load("session_drop_stale")
-SLOT_GRANT = load("slot_grant")
-SLOT_RELEASE = load("slot_release")
-SLOT_JOIN = load("slot_join")
-SLOT_LEAVE = load("slot_leave")
-SLOT_RENEW = load("slot_renew")
-SLOT_FREE = load("slot_free")
+CLUSTER_GRANT = load("cluster_grant")
+CLUSTER_RELEASE = load("cluster_release")
+CLUSTER_JOIN = load("cluster_join")
+CLUSTER_LEAVE = load("cluster_leave")
+CLUSTER_RENEW = load("cluster_renew")
+CLUSTER_FREE = load("cluster_free")
 
 ALL_SCRIPTS: tuple[Script, ...] = (
     OPEN_SESSION,
@@ -127,7 +143,9 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     LEASES_READ,
     GROUP_READ,
     GROUP_PURGE,
+    LEASES_IDLE,
     FORCE_RELEASE,
+    MARK,
     STANDALONE_KEEP_ALIVE,
     STANDALONE_CLOSE,
     STANDALONE_ACQUIRE,
@@ -140,10 +158,10 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     SESSION_CLOSE,
     SESSION_ATTEMPT,
     SESSION_DROP_STALE,
-    SLOT_GRANT,
-    SLOT_RELEASE,
-    SLOT_JOIN,
-    SLOT_LEAVE,
-    SLOT_RENEW,
-    SLOT_FREE,
+    CLUSTER_GRANT,
+    CLUSTER_RELEASE,
+    CLUSTER_JOIN,
+    CLUSTER_LEAVE,
+    CLUSTER_RENEW,
+    CLUSTER_FREE,
 )

@@ -4,6 +4,7 @@ A keep-alive renews the session and, through its lease index, every lease it hol
 in one script however many leases there are: on a single node a script may reach the
 lease keys it reads from the index (see ``scripts.py``). Acquire is atomic here, so
 a keep-alive can never run between an acquire's check of the session and its grant.
+The database has one marker (``lua/_marker.lua``), which the grant paths read and keep.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Any
 
 from ...spi import Grant, LeaseInfo, Member, Released, Renewal, SessionExpired
 from .guards import require_replicas
+from .holdback import HELD_BACK, HoldBacks, at_keep_alive
 from .keys import (
+    MARKER_KEY,
     group_key,
     lease_key,
     line_key,
@@ -24,6 +27,7 @@ from .keys import (
 )
 from .scripting import StandaloneScripting
 from .scripts import (
+    MARK,
     STANDALONE_ACQUIRE,
     STANDALONE_CLOSE,
     STANDALONE_JOIN,
@@ -54,11 +58,24 @@ class StandaloneStore(BaseStore):
         self.wait_replicas = wait_replicas
         #: Releases hand the name to the first waiting session (see ``LeaseBackend.hands_over``).
         self.hand_over = hand_over
+        self.hold_backs = HoldBacks()
+
+    @property
+    def where(self) -> str:
+        """The server, as the data-loss warning names it."""
+        return f"Redis {self.scripting.address}"
 
     def keep_alive(self, session_id: str, lease_ms: int) -> Renewal:
-        keys = session_keys(session_id)
-        reply, acknowledged = self._run(STANDALONE_KEEP_ALIVE, keys, [session_id, lease_ms])
-        if int(reply[0]) == 0:
+        keys = [*session_keys(session_id), MARKER_KEY]
+        # On the session's own connection: never behind the callers' calls (see run_for_session).
+        reply, acknowledged = self.scripting.run_for_session(
+            STANDALONE_KEEP_ALIVE, keys, [session_id, lease_ms], self.wait_replicas, self._wait_ms()
+        )
+        live = int(reply[0]) == 1
+        held_back = int(reply[2] if live else reply[1])
+        if held_back > 0:  # the server lost its data within a lease: this session, or its terms, too
+            self.hold_backs.held_back(self.where, held_back, at_keep_alive(session_id, live=live))
+        if not live:
             raise SessionExpired(session_id)
         require_replicas(
             acknowledged,
@@ -66,20 +83,29 @@ class StandaloneStore(BaseStore):
             f"the renewal of session {session_id}",
             "the keep-alive counts as failed (the primary keeps the leases longer, which is harmless)",
         )
-        owned = {name: int(token) for name, token in zip(reply[2::2], reply[3::2])}
+        owned = {name: int(token) for name, token in zip(reply[3::2], reply[4::2])}
         return Renewal(seconds(reply[1]), owned)
 
     def close_session(self, session_id: str) -> None:
         self.scripting.run(STANDALONE_CLOSE, session_keys(session_id), [session_id])
 
     def acquire(self, session_id: str, name: str, wait: bool = False) -> Grant | None:
-        keys = [session_key(session_id), session_leases_key(session_id), lease_key(name), line_key(name)]
+        keys = [
+            session_key(session_id),
+            session_leases_key(session_id),
+            lease_key(name),
+            line_key(name),
+            MARKER_KEY,
+        ]
         args: list[str | int] = [session_id, name, int(wait and self.hand_over), int(self.wait_replicas > 0)]
         reply, acknowledged = self._run(STANDALONE_ACQUIRE, keys, args)
         status = int(reply[0])
         if status == EXPIRED:
             raise SessionExpired(session_id)
         if status == REFUSED:
+            return None
+        if status == HELD_BACK:
+            self.hold_backs.held_back(self.where, int(reply[1]))
             return None
         token, remaining = int(reply[1]), seconds(reply[2])
         if acknowledged < self.wait_replicas:
@@ -107,15 +133,22 @@ class StandaloneStore(BaseStore):
         """
         if not self.wait_replicas:
             return self.scripting.run(script, keys, args), 0
-        wait_ms = max(1, int(self.timeout * 500))
-        return self.scripting.run_then_wait(script, keys, args, self.wait_replicas, wait_ms)
+        return self.scripting.run_then_wait(script, keys, args, self.wait_replicas, self._wait_ms())
+
+    def _wait_ms(self) -> int:
+        """How long WAIT waits for the replicas: half the call's timeout."""
+        return max(1, int(self.timeout * 500))
 
     def release(self, session_id: str, name: str, token: int = 0) -> Released:
         return released(self._release(session_id, name, token))
 
     def _release(self, session_id: str, name: str, token: int) -> Any:
-        keys = [lease_key(name), session_leases_key(session_id), line_key(name)]
+        keys = [lease_key(name), session_leases_key(session_id), line_key(name), MARKER_KEY]
         return self.scripting.run(STANDALONE_RELEASE, keys, [session_id, name, token, int(self.hand_over)])
+
+    def mark(self, hold_back_ms: int) -> int:
+        """Begin an epoch where the marker is missing or stale, holding new terms back that long."""
+        return int(self.scripting.run(MARK, [MARKER_KEY], [hold_back_ms]))
 
     def stop_waiting(self, session_id: str, name: str) -> None:
         self.scripting.command("ZREM", line_key(name), session_id)

@@ -2,7 +2,7 @@
 
 A store turns SPI operations into script calls; the backend wraps every store call in
 error translation. Listing scans keys (``SCAN``, on every primary of a cluster) and
-reads what it found in batches, one script per slot, so status tools never block
+reads what it found in batches, one script per hash_slot, so status tools never block
 the server for long.
 """
 
@@ -20,14 +20,14 @@ from .keys import (
     LEASE_PREFIX,
     SESSION_PREFIX,
     group_key,
+    hash_slot_of,
     lease_key,
     scan_pattern,
     session_key,
-    slot_of,
     tagged,
 )
 from .scripting import Call, Scripting
-from .scripts import FORCE_RELEASE, GROUP_PURGE, LEASES_READ, OPEN_SESSION, SESSIONS_READ, Script
+from .scripts import FORCE_RELEASE, GROUP_PURGE, LEASES_IDLE, LEASES_READ, OPEN_SESSION, SESSIONS_READ, Script
 
 BATCH = 500
 T = TypeVar("T")
@@ -67,7 +67,7 @@ class BaseStore:
     def sessions(self) -> list[SessionInfo]:
         found = []
         found_ids = self._scan_names(SESSION_PREFIX, "")
-        for sids, rows in self._read_by_slot(SESSIONS_READ, found_ids, session_key):
+        for sids, rows in self._read_by_hash_slot(SESSIONS_READ, found_ids, session_key):
             for index, metadata, remaining in rows:
                 found.append(SessionInfo(sids[int(index) - 1], seconds(remaining), metadata))
         return found
@@ -80,7 +80,7 @@ class BaseStore:
     def live_leases(self, names: Iterable[str]) -> list[tuple[str, str, int, float]]:
         """(name, session id, token, remaining s) of every live lease among ``names``."""
         found = []
-        for chunk, rows in self._read_by_slot(LEASES_READ, names, lease_key):
+        for chunk, rows in self._read_by_hash_slot(LEASES_READ, names, lease_key):
             for index, holder, token, remaining in rows:
                 found.append((chunk[int(index) - 1], holder, int(token), seconds(remaining)))
         return found
@@ -102,13 +102,25 @@ class BaseStore:
         return {group: self.members(group) for group in self._scan_names(GROUP_PREFIX, prefix)}
 
     def purge_expired(self, limit: int) -> int:
-        """Sessions expire on their own (PX); what is left of crashed ones is their group entries."""
+        """Sessions expire on their own (PX); what is left of crashed ones is their group entries.
+
+        And the lease hashes of names they held: a hash expires once its term was ended, but
+        nobody ends the term of a holder that crashed. Those (and hashes left by a version
+        before hashes expired) get the idle time here. Returns the sessions purged.
+        """
         purged: set[str] = set()
         for group in self._scan_names(GROUP_PREFIX, ""):
             if len(purged) >= limit:
                 break
             purged.update(self.scripting.run(GROUP_PURGE, [group_key(group)], [limit - len(purged)]))
+        self.expire_idle_leases()
         return min(len(purged), limit)
+
+    def expire_idle_leases(self) -> int:
+        """Give every lease hash whose term is over and that never expires the idle time; how many."""
+        names = self._scan_names(LEASE_PREFIX, "")
+        replies: list[Any] = [given for _, given in self._read_by_hash_slot(LEASES_IDLE, names, lease_key)]
+        return sum(int(given) for given in replies)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -118,12 +130,12 @@ class BaseStore:
 
     def _partition(self, names: Iterable[str], key_of: Any) -> list[list[str]]:
         """Names whose keys one script may touch together: those of one hash slot."""
-        by_slot: dict[int, list[str]] = defaultdict(list)
+        by_hash_slot: dict[int, list[str]] = defaultdict(list)
         for name in names:
-            by_slot[slot_of(key_of(name))].append(name)
-        return list(by_slot.values())
+            by_hash_slot[hash_slot_of(key_of(name))].append(name)
+        return list(by_hash_slot.values())
 
-    def _read_by_slot(
+    def _read_by_hash_slot(
         self, script: Script, names: Iterable[str], key_of: Any
     ) -> Iterator[tuple[Sequence[str], list[Any]]]:
         """Run ``script`` over the keys of ``names`` in batches, in pipelines of up to BATCH calls."""

@@ -24,6 +24,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ...spi import redact
+from ...spi.outage import ConnectionOutage
+
 logger = logging.getLogger("django_simba.backends.redis")
 
 #: A redis-py connection (``redis.connection.AbstractConnection``); redis-py is only partly typed.
@@ -64,6 +67,8 @@ class Subscriber:
         self.client_id: int | None = None
         #: How many times the connection was (re)established.
         self.connections = 0
+        #: An outage in two lines (and a reminder every five minutes), not one per reconnection attempt.
+        self._outage = ConnectionOutage(logger, "the Redis pub/sub connection")
 
     @property
     def live(self) -> bool:
@@ -145,7 +150,7 @@ class Subscriber:
                 failures = 0
             except Exception as error:
                 if not stop.is_set():
-                    logger.warning("django-simba: Redis pub/sub connection lost: %s", error)
+                    self._failed("lost", error)
             finally:
                 with self._lock:
                     if self._conn is conn:  # else stop() already took it away
@@ -169,8 +174,11 @@ class Subscriber:
         except Exception as error:
             if conn is not None:
                 conn.disconnect()
-            logger.warning("django-simba: Redis pub/sub connection failed: %s", error)
+            self._failed("failed", error)
             return None
+
+    def _failed(self, how: str, error: BaseException) -> None:
+        self._outage.failed(f"Redis pub/sub connection {how} ({redact(error)}); the engine polls meanwhile")
 
     def _serve(self, conn: Connection, stop: threading.Event, *, resync: bool) -> None:
         with self._lock:
@@ -221,6 +229,7 @@ class Subscriber:
 
     def _go_live(self, resync: bool) -> None:
         self._live = True
+        self._outage.succeeded()
         if resync:
             self._on_resync()
 

@@ -62,10 +62,14 @@ Security: **by default the nodes are open** (``OPEN_ACL_UNSAFE``): any client of
 delete or pre-create lease nodes and forge group members. On a shared ensemble set credentials
 (``auth``): the default ACL mode ``"auto"`` then makes every node the backend creates
 creator-only (``CREATOR_ALL_ACL``), parents included. Nodes that already exist keep their ACL,
-and the ACL of ``{root}/leases/{name}`` and ``{root}/groups/{group}`` decides who may create and
-delete lease nodes and members: let the backend create them with its identity, or set their ACL yourself.
-``tls`` and ``sasl`` configure every client the backend opens. Requires kazoo (``pip install
-django-simba[zookeeper]``).
+so the backend checks them (``acls.py``): the root and the nodes under it before its first
+session, each line and group node the first time it meets it; one whose ACL grants anyone more
+than the configured ACL is refused with ``UnsafeAcl`` (a ``ConfigurationError``; ``check
+--deploy``: ``django_simba.E025``), never used and never changed. A node in a line or a group
+that is not an ephemeral of the session its name gives is foreign (``foreign.py``): never a
+holder, a waiter or a member, and logged once. ``tls`` and ``sasl`` configure every client the
+backend opens; TLS verifies the server's certificate and its hostname unless ``"check_hostname":
+False`` says otherwise. Requires kazoo (``pip install django-simba[zookeeper]``).
 """
 
 from .backend import ZookeeperBackend

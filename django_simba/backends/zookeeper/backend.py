@@ -22,8 +22,11 @@ from ...spi import (
     SessionExpired,
     SessionInfo,
 )
+from . import requests
+from .acls import AclGuard
 from .client import ensure_nodes
-from .errors import Deadline
+from .errors import Deadline, kazoo_errors
+from .foreign import ForeignNodes
 from .layout import Layout
 from .observer import Observer
 from .options import parse_options
@@ -45,6 +48,18 @@ class ZookeeperBackend(LeaseBackend):
     vendor = "zookeeper"
     options_check_id = "django_simba.E014"
 
+    #: ZooKeeper's protocol carries a session timeout as a signed 32-bit count of milliseconds
+    #: (kazoo's Connect request): a longer lease could never open a session.
+    max_lease_duration = float((2**31 - 1) // 1000)
+
+    @classmethod
+    def lease_duration_hint(cls) -> str:
+        return (
+            "ZooKeeper sends a session timeout as a 32-bit count of milliseconds, and its server "
+            "grants at most its maxSessionTimeout (20 ticks, 40 s, unless configured; keep-alives "
+            "then follow the shorter grant): use a LEASE_DURATION such as the default, 15 seconds."
+        )
+
     @classmethod
     def options_hint(cls) -> str:
         return "e.g. 'OPTIONS': {'hosts': 'zk1:2181,zk2:2181,zk3:2181'}"
@@ -60,7 +75,10 @@ class ZookeeperBackend(LeaseBackend):
         self._by_id: dict[str, ZkSession] = {}
         self._layout_ready = False
         self._watchdog = Watchdog()
-        self._observer = Observer(self.config, self.layout)
+        self._foreign = ForeignNodes()
+        self._guard = AclGuard(self.config.security)
+        self._acls_checked = False
+        self._observer = Observer(self.config, self.layout, self._foreign)
 
     def _deadline(self) -> Deadline:
         return Deadline(self.timeout)
@@ -98,11 +116,38 @@ class ZookeeperBackend(LeaseBackend):
             self._deadline(),
             self._prepare_layout_once,
             self._observer.hub.announce,
+            self._foreign,
+            self._guard,
         )
+        if not self._acls_checked:
+            try:
+                self._check_acls(session)
+            except BaseException:
+                session.end("its nodes' ACLs were not checked, or are unsafe")
+                raise
         with self._mutex:
             self._by_id[session.session_id] = session
         self._watchdog.watch(session)
         return OpenedSession(session.session_id, session.term())
+
+    def _check_acls(self, session: ZkSession) -> None:
+        """Refuse the backend's nodes when their ACLs are broader than configured (``acls.py``).
+
+        Once per backend, in one round trip: the root and the nodes under it, and the session
+        node just created, whose ACL as the server stored it names the backend's identities.
+        """
+        if self._guard.active:
+            deadline = self._deadline()
+            own = self.layout.session(session.session_id)
+            paths = [*self.layout.own_nodes(), own]
+            looks = session.send(*map(requests.acls, paths))
+            with kazoo_errors("reading the ACLs of the backend's nodes"):
+                found = {path: session.wait(look, deadline, f"reading the ACL of {path}")[0]
+                         for path, look in zip(paths, looks)}  # fmt: skip
+            self._guard.learn(own, found.pop(own))
+            for path, acl in found.items():
+                self._guard.check(path, acl)
+        self._acls_checked = True
 
     def _keep_alive(self, session_id: str, lease_duration: float) -> Renewal:
         session = self._session(session_id)

@@ -14,16 +14,18 @@ The two requests go through kazoo's request queue (``KazooClient._call``), like 
 
 from __future__ import annotations
 
+import ssl
 from collections import namedtuple
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NodeExistsError
-from kazoo.protocol.connection import ConnectionHandler
+from kazoo.protocol.connection import ConnectionDropped, ConnectionHandler
 from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.serialization import Create2, int_struct, read_string, write_string
 from kazoo.retry import KazooRetry
 
+from .chatter import KAZOO_LOGGER
 from .errors import Deadline, kazoo_errors, wait
 from .options import ZookeeperOptions
 
@@ -56,12 +58,20 @@ class GetEphemerals(namedtuple("GetEphemerals", "prefix")):
 
 
 class _RecordingConnection(ConnectionHandler):  # type: ignore[misc]
-    """kazoo's connection handler, remembering the session timeout the server granted."""
+    """kazoo's connection handler, remembering the session timeout the server granted, and why
+    the last TLS handshake failed (kazoo only logs it, and tries again)."""
 
     negotiated_timeout: float | None = None
+    tls_failure: str | None = None
 
     def _connect(self, host: str, hostip: str, port: int) -> tuple[float, float]:
-        read_timeout, connect_timeout = super()._connect(host, hostip, port)
+        try:
+            read_timeout, connect_timeout = super()._connect(host, hostip, port)
+        except ConnectionDropped as error:
+            if isinstance(error.__context__, ssl.SSLError):  # kazoo wraps the handshake's error
+                self.tls_failure = f"TLS handshake with {host}:{port} failed: {error.__context__}"
+            raise
+        self.tls_failure = None
         # kazoo sets its read timeout (ms) to 2/3 of the negotiated session timeout
         self.negotiated_timeout = round(read_timeout * 1.5) / 1000.0
         return read_timeout, connect_timeout
@@ -71,12 +81,17 @@ def new_client(options: ZookeeperOptions, *, session_timeout: float) -> KazooCli
     """A kazoo client asking for ``session_timeout`` seconds, with the backend's security settings.
 
     It reconnects quickly (a reconnect is useful only within the session timeout), never
-    waiting more than half a second between attempts.
+    waiting more than half a second between attempts, and logs to ``chatter.KAZOO_LOGGER``.
     """
     security = options.security.client_kwargs()
     retry = KazooRetry(max_tries=-1, delay=0.02, backoff=2, max_jitter=0.3, max_delay=0.5)
     client = KazooClient(
-        hosts=options.hosts, timeout=session_timeout, connection_retry=retry, read_only=False, **security
+        hosts=options.hosts,
+        timeout=session_timeout,
+        connection_retry=retry,
+        read_only=False,
+        logger=KAZOO_LOGGER,  # its retries at DEBUG: the engine tells an outage itself
+        **security,
     )
     client._connection = _RecordingConnection(
         client, client._conn_retry.copy(), logger=client.logger, sasl_options=security.get("sasl_options")
@@ -88,6 +103,12 @@ def negotiated_timeout(client: KazooClient) -> float | None:
     """The session timeout the server granted at the last connect, in seconds."""
     timeout = getattr(client._connection, "negotiated_timeout", None)
     return float(timeout) if timeout is not None else None
+
+
+def connect_failure(client: KazooClient) -> str:
+    """Why the client could not connect, when it knows (a TLS handshake refused), for messages."""
+    failure = getattr(client._connection, "tls_failure", None)
+    return f": {failure}" if failure else ""
 
 
 def create_container_async(client: KazooClient, path: str, acl: list[Any]) -> Any:

@@ -7,7 +7,7 @@ path                                    kind                        data
 ``{root}/leases/{name}/{session}-{n}``  ephemeral sequential        the session id; the lowest ``n`` holds
                                                                     the name (token = its czxid), the
                                                                     others wait in line (``line.py``)
-``{root}/groups/{group}``               container                   (none); the server deletes it once empty
+``{root}/groups/{group}``               container                   (none); deleted once empty (idle.py)
 ``{root}/groups/{group}/{session}``     ephemeral                   the member's metadata
 ``{root}/sessions/{session}``           ephemeral                   metadata, lease and timeout (JSON);
                                                                     its mtime is the last keep-alive
@@ -68,8 +68,16 @@ class Layout:
     def persistent_nodes(self) -> list[str]:
         """Every persistent node the backend needs, parents first."""
         parts = self.root.strip("/").split("/")
-        ancestors = ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
-        return [*ancestors, self.leases, self.groups, self.sessions, self.clock]
+        ancestors = ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+        return [*ancestors, *self.own_nodes()]
+
+    def own_nodes(self) -> list[str]:
+        """The root and the persistent nodes under it: what the backend relies on (``acls.py``).
+
+        The root's ancestors are not among them: they may be shared with others, and nobody
+        can delete the root or what is under it through them.
+        """
+        return [self.root, self.leases, self.groups, self.sessions, self.clock]
 
 
 def format_session_id(zk_session_id: int) -> str:

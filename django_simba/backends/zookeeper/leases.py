@@ -16,6 +16,10 @@ its nodes stands is kept in ``places.py``.
   operator force-released it); after a failed delete, ``answers.py`` tells which.
 * The nodes a keep-alive found that nobody here knew of (creates whose reply was lost) go to
   ``adopt_lost_creates``: it looks at each, holds it when first in line, deletes it otherwise.
+* A node in a line that no session made (``foreign.py``) counts for nothing: a try is refused
+  only once a session's node is known to be ahead (the first time a node of another session is
+  met, a look at it, in one more round trip), and a waiter's watches take a foreign node ahead
+  for a gone one.
 """
 
 from __future__ import annotations
@@ -28,11 +32,20 @@ from typing import TYPE_CHECKING, Any
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
-from ...spi import BackendUnavailable, Grant, Notification, NotificationKind, Released, SessionExpired
+from ...spi import (
+    BackendUnavailable,
+    Grant,
+    Notification,
+    NotificationKind,
+    Released,
+    SessionExpired,
+    UnsafeAcl,
+)
 from . import line, requests
 from .answers import ReleaseAnswers
 from .errors import Deadline
-from .places import Found, Node, Place, Watch
+from .idle import IdleNodes
+from .places import WATCHED_AHEAD, Found, Node, Place, Watch
 from .requests import Request, Sent
 
 if TYPE_CHECKING:
@@ -55,6 +68,7 @@ class Leases:
         self.places = session.places
         self.layout = session.layout
         self.answers = ReleaseAnswers()
+        self.idle = IdleNodes()
 
     # -- acquire --------------------------------------------------------------------------
 
@@ -62,6 +76,7 @@ class Leases:
         self, name: str, deadline: Deadline, prepare_layout: LayoutPreparer, *, wait: bool = False
     ) -> Grant | None:
         self.session.ensure_live(deadline)
+        self.idle.touched(name)
         mine = self.places.mine(name)
         if mine is not None:
             directory = self.layout.lease(name)
@@ -74,8 +89,10 @@ class Leases:
             with contextlib.suppress(_NodeGone):
                 return self._take_place(mine, children, wait, deadline)
         for _ in range(_CREATE_ATTEMPTS):
-            with contextlib.suppress(_NodeGone):
+            try:  # not contextlib.suppress: every acquire comes here
                 return self._join_line(name, wait, deadline, prepare_layout)
+            except _NodeGone:
+                pass
         raise BackendUnavailable(f"the line of {name!r} kept disappearing under us")
 
     def _join_line(
@@ -90,10 +107,13 @@ class Leases:
         # likely a new line: create it first, in the same round trip (if it exists already, the
         # failed create costs only that request; its reply is not needed)
         new_line = [] if self.places.knows_line(name) else [requests.create_container(directory, acl)]
+        # the first time this backend meets the line, its ACL too (acls.py)
+        look = [requests.acls(directory)] if session.guard.needs_check(directory) else []
         with self.places.creating(name):
-            *_, created, listing = self.send_after_failed_deletes(
+            *_, created, listing = sent = self.send_after_failed_deletes(
                 name,
                 *new_line,
+                *look,
                 requests.create(prefix, data, acl, sequence=True),
                 requests.children(directory),
             )
@@ -107,7 +127,23 @@ class Leases:
             self.places.joined(node)
             children = session.wait(listing, deadline, f"listing {directory}")
             self._settle(name, children, listing)
+        if look:
+            self._check_line_acl(name, sent[-3], deadline)
         return self._take_place(node, children, wait, deadline)
+
+    def _check_line_acl(self, name: str, looked: Sent, deadline: Deadline) -> None:
+        """Leave the line, and raise ``UnsafeAcl``, when its ACL is broader than configured."""
+        session = self.session
+        directory = self.layout.lease(name)
+        try:
+            stored, _ = session.wait(looked, deadline, f"reading the ACL of {directory}")
+            session.guard.check(directory, stored)
+        except NoNodeError:
+            return  # gone and made again meanwhile: looked at next time
+        except UnsafeAcl:
+            self.stop_waiting(name, deadline)
+            raise
+        session.guard.sound(directory)
 
     def _create_line(
         self, directory: str, acl: list[Any], deadline: Deadline, prepare_layout: LayoutPreparer
@@ -122,7 +158,9 @@ class Leases:
 
     def _take_place(self, node: Node, children: list[str], wait: bool, deadline: Deadline) -> Grant | None:
         """Where ``node`` stands in ``children``: the grant, or ``None`` (refused)."""
-        ahead = _ahead_of(node, children)
+        ahead = self._ahead_of(node, children)
+        if ahead and not wait:
+            ahead = self._vetted(node, ahead, deadline)
         place = self.places.take_place(node, ahead, wait)
         if place is Place.ENDED:
             raise SessionExpired(self.session.session_id)
@@ -135,6 +173,34 @@ class Leases:
         elif place is Place.REFUSED:
             self._delete(node.path, deadline)
         return None
+
+    def _ahead_of(self, node: Node, children: list[str]) -> list[str] | None:
+        """The nodes ahead of ``node`` in ``children``, but those known to be foreign."""
+        return line.ahead_of(
+            node.path.rpartition("/")[2], children, self.session.foreign.in_line(self.layout.lease(node.name))
+        )
+
+    def _vetted(self, node: Node, ahead: list[str], deadline: Deadline) -> list[str]:
+        """The nodes ahead that a refusal may rest on: one of them must be a session's.
+
+        Nodes nobody knows yet are looked at from the head, a few together, until one is a
+        session's; a foreign node, or one gone meanwhile, is no reason to refuse (``foreign.py``).
+        A waiter needs none of this: the watches it sets on the nodes ahead look at them.
+        """
+        directory = self.layout.lease(node.name)
+        foreign = self.session.foreign
+        while ahead and not foreign.known_sessions(directory, ahead):
+            looked_at = ahead[:WATCHED_AHEAD]
+            looks = self.session.send(*(requests.exists(f"{directory}/{child}") for child in looked_at))
+            passed = set()
+            for child, look in zip(looked_at, looks):
+                stat = self.session.wait(look, deadline, f"reading {directory}/{child}")
+                if stat is None or foreign.judge_line_node(directory, child, stat):
+                    passed.add(child)
+            if len(passed) < len(looked_at):
+                break  # a session's node is ahead
+            ahead = [child for child in ahead if child not in passed]
+        return ahead
 
     # -- waiting in line (the watches run on kazoo's threads: every request here is asynchronous)
 
@@ -161,11 +227,12 @@ class Leases:
 
     def _ahead_looked_at(self, watch: Watch, child: str, result: Any) -> None:
         try:
-            gone = result.get_nowait() is None
+            stat = result.get_nowait()
         except Exception:
             return  # the connection failed: every line is looked at again on reconnection
-        if gone:
-            self._ahead_gone(watch, child)
+        directory = self.layout.lease(watch.node.name)
+        if stat is None or self.session.foreign.judge_line_node(directory, child, stat):
+            self._ahead_gone(watch, child)  # gone, or foreign: nothing to wait for
 
     def _ahead_changed(self, watch: Watch, child: str, event: WatchedEvent) -> None:
         if event.type == EventType.NONE:
@@ -201,7 +268,7 @@ class Leases:
             children = []
         except Exception:
             return  # the connection failed: every line is looked at again on reconnection
-        ahead = _ahead_of(node, children)
+        ahead = self._ahead_of(node, children)
         if ahead is None:
             self.places.drop(node)  # deleted by someone: the engine's next attempt joins again
         elif not ahead:
@@ -234,6 +301,9 @@ class Leases:
         if node is None:
             return Released(held=self.answers.held_after_release(name, token))
         removed = self._delete(node.path, deadline, term=node)
+        oldest = self.idle.emptied(name)
+        if oldest is not None:
+            self._delete_lines([oldest])
         return Released(held=self.answers.held_after(node.path, removed))
 
     def _delete(self, path: str, deadline: Deadline, *, term: Node | None = None) -> bool:
@@ -290,6 +360,21 @@ class Leases:
                 self._hear_late(path, deleting, first=False)
         return sent[len(paths) :]
 
+    def delete_idle_lines(self) -> None:
+        """Delete the lines this session emptied and left idle an interval (``idle.py``).
+
+        Nothing waits for the replies: a line another session joined meanwhile is not empty,
+        and its delete fails, changing nothing.
+        """
+        self._delete_lines(self.idle.due())
+
+    def _delete_lines(self, names: list[str]) -> None:
+        for name in names:
+            self.places.forget_line(name)  # the next acquire makes it again
+            self.session.guard.forget(self.layout.lease(name))
+        with contextlib.suppress(SessionExpired):
+            self.session.send(*(requests.delete(self.layout.lease(name)) for name in names))
+
     def _settle(self, name: str, children: list[str], listing: Sent) -> None:
         lined = {self.layout.lease_node(name, child) for child in children}
         self.places.settle(lined, listing.seq, name)
@@ -313,7 +398,8 @@ class Leases:
             except NoNodeError:
                 continue
             stat = session.wait(stats[path], deadline, f"reading {path}")
-            ahead = line.ahead_of(path.rpartition("/")[2], children)
+            foreign = session.foreign.in_line(self.layout.lease(name))
+            ahead = line.ahead_of(path.rpartition("/")[2], children, foreign)
             if stat is None or ahead is None:
                 continue  # deleted meanwhile
             found = self.places.found(Node(name, path, stat.czxid, seq), first=not ahead)
@@ -323,7 +409,3 @@ class Leases:
                 strays.append(path)
         for path in strays:
             self._delete(path, deadline)
-
-
-def _ahead_of(node: Node, children: list[str]) -> list[str] | None:
-    return line.ahead_of(node.path.rpartition("/")[2], children)

@@ -24,8 +24,9 @@ from kazoo.exceptions import NoAuthError, NoNodeError
 from ...spi import BackendTimeout, LeaseInfo, Member, SessionInfo
 from ...spi.clock import local_clock
 from . import line
-from .client import ensure_nodes, new_client
+from .client import connect_failure, ensure_nodes, new_client
 from .errors import Deadline, kazoo_errors, wait
+from .foreign import ForeignNodes
 from .layout import Layout, SessionRecord, format_session_id
 from .options import ZookeeperOptions
 from .watches import NotificationHub
@@ -35,13 +36,15 @@ logger = logging.getLogger("django_simba.backends.zookeeper")
 SHARED_SESSION_TIMEOUT = 10.0
 CLOCK_REFRESH = 30.0
 _HOLDER_LOOKS = 3  # a holder may release between the listing of its line and the look at its node
+_HEADS_LOOKED_AT = 4  # nodes at the head of a line looked at together, in case the first is foreign
 
 
 class Observer:
-    def __init__(self, options: ZookeeperOptions, layout: Layout) -> None:
+    def __init__(self, options: ZookeeperOptions, layout: Layout, foreign: ForeignNodes) -> None:
         self.options = options
         self.layout = layout
-        self.hub = NotificationHub(layout)
+        self.foreign = foreign
+        self.hub = NotificationHub(layout, foreign)
         self._mutex = threading.Lock()
         self._connected = threading.Condition(self._mutex)
         self._client: KazooClient | None = None
@@ -64,7 +67,8 @@ class Observer:
         self.start()
         with self._mutex:
             if not self._connected.wait_for(lambda: self._is_connected, deadline.left()):
-                raise BackendTimeout(f"could not connect to ZooKeeper at {self.options.hosts} in time")
+                why = "" if self._client is None else connect_failure(self._client)
+                raise BackendTimeout(f"could not connect to ZooKeeper at {self.options.hosts} in time{why}")
             assert self._client is not None
             return self._client
 
@@ -145,45 +149,60 @@ class Observer:
 
     def _holders(
         self, client: KazooClient, names: list[str], deadline: Deadline, *, sync: bool = False
-    ) -> list[tuple[str, Any]]:
-        """``(name, stat of its holder's node)`` of each held name; a few tries for each."""
-        found: list[tuple[str, Any]] = []
-        for _ in range(_HOLDER_LOOKS):
-            if not names:
-                break
+    ) -> list[tuple[str, str, Any]]:
+        """``(name, path, stat)`` of the holder's node of each held name.
+
+        The holder is the first node of the line that is a session's (``foreign.py``): a few
+        nodes at the head are looked at together, and a foreign one is looked past. A holder
+        that is gone when looked at released meanwhile: the line is looked at again, a few times.
+        """
+        tries = dict.fromkeys(names, _HOLDER_LOOKS)
+        found: list[tuple[str, str, Any]] = []
+        while tries:
             if sync:
                 client.sync_async(self.layout.leases)  # answered before the listings that follow
-            listings = {name: client.get_children_async(self.layout.lease(name)) for name in names}
+            listings = {name: client.get_children_async(self.layout.lease(name)) for name in tries}
             heads = {}
             for name, listing in listings.items():
+                directory = self.layout.lease(name)
                 try:
-                    holder = line.head(wait(listing, deadline, f"listing the line of {name!r}"))
+                    children = wait(listing, deadline, f"listing the line of {name!r}")
                 except NoNodeError:
-                    holder = None
-                if holder is not None:
-                    heads[name] = client.exists_async(self.layout.lease_node(name, holder))
-            names = []
-            for name, lookup in heads.items():
-                stat = wait(lookup, deadline, f"reading the holder of {name!r}")
-                if stat is None:
-                    names.append(name)  # released meanwhile: look again
-                else:
-                    found.append((name, stat))
+                    children = []
+                first = line.in_order(children, self.foreign.in_line(directory))[:_HEADS_LOOKED_AT]
+                if not first:
+                    del tries[name]  # nobody holds it
+                    continue
+                heads[name] = [(child, client.exists_async(f"{directory}/{child}")) for child in first]
+            for name, looks in heads.items():
+                directory = self.layout.lease(name)
+                for child, lookup in looks:
+                    stat = wait(lookup, deadline, f"reading the holder of {name!r}")
+                    if stat is None:
+                        tries[name] -= 1  # released meanwhile: look again
+                        if not tries[name]:
+                            del tries[name]
+                        break
+                    if not self.foreign.judge_line_node(directory, child, stat):
+                        found.append((name, f"{directory}/{child}", stat))
+                        del tries[name]
+                        break
+                # all foreign: the next listing looks past them
         return found
 
     def _lease_infos(
-        self, client: KazooClient, found: list[tuple[str, Any]], deadline: Deadline
+        self, client: KazooClient, found: list[tuple[str, str, Any]], deadline: Deadline
     ) -> list[LeaseInfo]:
         if not found:
             return []
-        holders = {format_session_id(stat.ephemeralOwner) for _, stat in found}
+        holders = {format_session_id(stat.ephemeralOwner) for _, _, stat in found}
         records = self._session_records(client, holders, deadline)
         now = self.server_now(client, deadline)
         infos = []
-        for name, stat in found:
+        for name, _, stat in found:
             session_id = format_session_id(stat.ephemeralOwner)
             record = records.get(session_id)
-            if record is None:  # a node that is not ours, or its session is ending right now
+            if record is None:  # its session is ending right now
                 infos.append(LeaseInfo(name, session_id, stat.czxid, 0.0, ""))
                 continue
             session_record, session_stat = record
@@ -233,12 +252,14 @@ class Observer:
     ) -> list[Member]:
         lookups = {sid: client.get_async(self.layout.member(group, sid)) for sid in session_ids}
         members = []
+        directory = self.layout.group(group)
         for sid, lookup in lookups.items():
             try:
-                data, _ = wait(lookup, deadline, f"reading members of {group!r}")
+                data, stat = wait(lookup, deadline, f"reading members of {group!r}")
             except NoNodeError:
                 continue  # left meanwhile
-            members.append(Member(sid, (data or b"").decode(errors="replace")))
+            if not self.foreign.judge_member(directory, sid, stat):
+                members.append(Member(sid, (data or b"").decode(errors="replace")))
         return members
 
     def groups(self, prefix: str, deadline: Deadline) -> dict[str, list[Member]]:
@@ -263,10 +284,10 @@ class Observer:
         """Delete the holder's own node: a term that started meanwhile is never touched."""
         client = self.client(deadline)
         with kazoo_errors(f"force-releasing {name!r}"):
-            holder = line.head(self._children(client, self.layout.lease(name), deadline))
-            if holder is None:
-                return False
-            path = self.layout.lease_node(name, holder)
+            holders = self._holders(client, [name], deadline, sync=True)
+            if not holders:
+                return False  # nobody holds it (a foreign node is no holder: delete it by hand)
+            _, path, _ = holders[0]
             try:
                 wait(client.delete_async(path), deadline, f"deleting {path}")
             except NoNodeError:

@@ -20,11 +20,10 @@ and kazoo's watch callbacks change it); it does no I/O and calls nothing outside
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import threading
 from collections import OrderedDict
-from collections.abc import Container, Iterator, Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 
 WATCHED_AHEAD = 4  # see Watch
@@ -62,6 +61,22 @@ class _Leaving:
     sent: int = 0  # sequence number of the latest delete sent for it (0: none yet)
     failed: bool = False  # that delete failed: send it again
     term: bool = False  # a released term's node (not a waiter's, nor a stray)
+
+
+class _Creating:
+    """``with places.creating(name)``: a class, not a generator context manager (every acquire makes one)."""
+
+    __slots__ = ("name", "places")
+
+    def __init__(self, places: Places, name: str) -> None:
+        self.places = places
+        self.name = name
+
+    def __enter__(self) -> None:
+        self.places._start_creating(self.name)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.places._stop_creating(self.name)
 
 
 class Place(enum.Enum):
@@ -119,20 +134,26 @@ class Places:
         with self._lock:
             return name in self._lines_seen
 
+    def forget_line(self, name: str) -> None:
+        """The line is being deleted: the next acquire makes it again."""
+        with self._lock:
+            self._lines_seen.pop(name, None)
+
     # -- joining a line -------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def creating(self, name: str) -> Iterator[None]:
+    def creating(self, name: str) -> _Creating:
         """Around a create for ``name``: a listing meanwhile leaves its node to the creator."""
+        return _Creating(self, name)
+
+    def _start_creating(self, name: str) -> None:
         with self._lock:
             self._creating[name] = self._creating.get(name, 0) + 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._creating[name] -= 1
-                if not self._creating[name]:
-                    del self._creating[name]
+
+    def _stop_creating(self, name: str) -> None:
+        with self._lock:
+            self._creating[name] -= 1
+            if not self._creating[name]:
+                del self._creating[name]
 
     def joined(self, node: Node) -> None:
         """A create's reply: the node waits until a listing says where it stands."""

@@ -7,8 +7,7 @@ request on a session's client, so the numbers are the order in which ZooKeeper a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.protocol.states import WatchedEvent
@@ -18,8 +17,7 @@ from .client import create_container_async, get_ephemerals_async
 Request = Callable[[KazooClient], Any]  # queues one request, returns kazoo's async result
 
 
-@dataclass(frozen=True, slots=True)
-class Sent:
+class Sent(NamedTuple):
     """A queued request: kazoo's async result, and its place in the session's request order."""
 
     result: Any
@@ -50,6 +48,11 @@ def delete(path: str) -> Request:
 def exists(path: str, watch: Callable[[WatchedEvent], None] | None = None) -> Request:
     """The node's stat, or ``None``; ``watch`` fires on its next change."""
     return lambda zk: zk.exists_async(path, watch=watch)
+
+
+def acls(path: str) -> Request:
+    """The node's ACL and stat."""
+    return lambda zk: zk.get_acls_async(path)
 
 
 def children(path: str) -> Request:

@@ -8,7 +8,11 @@
   ``"creator"`` once credentials are set and ``"open"`` otherwise, so **without credentials the
   nodes are open**. A callable (or its dotted path) ``acl(path) -> list[ACL]`` chooses per path.
 * ``tls``: ``{"certfile", "keyfile", "keyfile_password", "ca", "verify_certs", "check_hostname"}``,
-  passed to every kazoo client with ``use_ssl=True`` (``"use_ssl": False`` turns it off).
+  passed to every kazoo client with ``use_ssl=True`` (``"use_ssl": False`` turns it off). The
+  server's certificate is verified and **must name the host dialled** (as written in ``hosts``:
+  a DNS name, or an IP address the certificate lists), checked before any credential is sent.
+  kazoo checks no hostname unless told; here only ``"check_hostname": False``, named, turns the
+  check off, and ``"verify_certs": False`` needs it spelt out too.
 * ``sasl``: kazoo's ``sasl_options`` (``mechanism``, ``username``, ``password``, ``service``,
   ``principal``), which needs the ``pure-sasl`` package.
 """
@@ -20,10 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.utils.module_loading import import_string
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
 
-from ...spi import ConfigurationError
+from ...spi import ConfigurationError, redact
+from ...spi.dotted import import_dotted
 
 AclProvider = Callable[[str], Sequence[ACL]]
 
@@ -92,18 +96,23 @@ def _parse_auth(value: object) -> tuple[tuple[str, str], ...]:
             or len(entry) != 2
             or not all(isinstance(part, str) and part for part in entry)
         ):
-            raise ConfigurationError(f'ZooKeeper "auth" entry {entry!r} is not a (scheme, credential) pair')
+            shown = redact(repr(entry))
+            raise ConfigurationError(f'ZooKeeper "auth" entry {shown} is not a (scheme, credential) pair')
         if entry[0] == "sasl":
             raise ConfigurationError('ZooKeeper SASL credentials belong in the "sasl" option, not "auth"')
         pairs.append((entry[0], entry[1]))
     return tuple(pairs)
 
 
+#: What ``tls`` means unless it says otherwise: verify the server's certificate and its hostname.
+TLS_DEFAULTS = {"use_ssl": True, "verify_certs": True, "check_hostname": True}
+
+
 def _parse_tls(value: object) -> dict[str, Any]:
     if value is None or value is False:
         return {}
     if value is True:
-        return {"use_ssl": True}
+        value = {}
     if not isinstance(value, Mapping):
         raise ConfigurationError('ZooKeeper option "tls" must be a dict of kazoo SSL settings')
     unknown = set(value) - TLS_KEYS
@@ -113,7 +122,16 @@ def _parse_tls(value: object) -> dict[str, Any]:
         )
     if value.get("use_ssl") is False:
         return {}
-    return dict(value)
+    tls = {**TLS_DEFAULTS, **value}
+    for flag in ("use_ssl", "verify_certs", "check_hostname"):
+        if not isinstance(tls[flag], bool):
+            raise ConfigurationError(f'ZooKeeper "tls" setting {flag!r} must be True or False')
+    if not tls["verify_certs"] and tls["check_hostname"]:
+        raise ConfigurationError(
+            'ZooKeeper "tls" with "verify_certs": False checks no certificate, so no hostname either: '
+            'say "check_hostname": False as well, knowing that any server can then pose as ZooKeeper'
+        )
+    return tls
 
 
 def _parse_sasl(value: object) -> dict[str, Any] | None:
@@ -142,7 +160,7 @@ def _parse_acl(value: object, *, has_credentials: bool) -> AclProvider:
         return creator_acl
     if isinstance(value, str):
         try:
-            value = import_string(value)
+            value = import_dotted(value)
         except ImportError as error:
             raise ConfigurationError(
                 'ZooKeeper option "acl" must be "open", "creator", "auto", a callable or its dotted path: '

@@ -17,6 +17,8 @@ can be placed before or after another. What the session holds, waits for and del
   at once: first in line, it is reported as held; otherwise it is deleted. A node being deleted
   is never such a node: the deletes that failed before go first in the same round trip, and the
   listing says whether they succeeded. One round trip whatever the number of leases.
+* Then it deletes the lines and group nodes the session emptied and left idle (``idle.py``),
+  without waiting.
 * A watchdog (``watchdog.py``) ends a session that no keep-alive renewed within its lease, since
   kazoo's own heartbeats would keep it alive forever.
 """
@@ -32,11 +34,13 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import Callback
 
-from ...spi import BackendTimeout, BackendUnavailable, Notification, Renewal, SessionExpired
+from ...spi import BackendTimeout, BackendUnavailable, Notification, Renewal, SessionExpired, format_duration
 from ...spi.clock import local_clock
 from . import requests
-from .client import negotiated_timeout, new_client
+from .acls import AclGuard
+from .client import connect_failure, negotiated_timeout, new_client
 from .errors import Deadline, translate, wait
+from .foreign import ForeignNodes
 from .groups import Groups
 from .layout import Layout, SessionRecord, format_session_id
 from .leases import Leases
@@ -62,9 +66,13 @@ class ZkSession:
         metadata: str,
         lease: float,
         announce: Announcer,
+        foreign: ForeignNodes,
+        guard: AclGuard,
     ):
         self.client = client
         self.announce = announce
+        self.foreign = foreign  # the backend's: what is known of nodes no session made
+        self.guard = guard  # the backend's: the ACLs lines and groups must keep to
         self.layout = layout
         self.security = options.security
         self.metadata = metadata
@@ -100,18 +108,21 @@ class ZkSession:
         deadline: Deadline,
         prepare_layout: LayoutPreparer,
         announce: Announcer,
+        foreign: ForeignNodes,
+        guard: AclGuard,
     ) -> ZkSession:
         """Connect a new client asking for a session timeout of ``lease``; create the session node.
 
         ``announce`` is told, on kazoo's threads, of names handed to this session.
         """
         client = new_client(options, session_timeout=lease)
-        session = cls(client, options, layout, metadata, lease, announce)
+        session = cls(client, options, layout, metadata, lease, announce, foreign, guard)
         try:
             connect_within = min(options.connection_timeout, deadline.left())
             if not session.client.start_async().wait(connect_within):
                 raise BackendTimeout(
-                    f"could not connect to ZooKeeper at {options.hosts} within {connect_within:g} s"
+                    f"could not connect to ZooKeeper at {options.hosts} "
+                    f"within {format_duration(connect_within)}{connect_failure(session.client)}"
                 )
             client_id = session.client.client_id
             if client_id is None:
@@ -224,8 +235,13 @@ class ZkSession:
 
     def ensure_live(self, deadline: Deadline) -> None:
         """SessionExpired once ended or overdue; waits (within the deadline) while disconnected."""
-        if self.ended_because or self.end_if_overdue(local_clock()):
+        now = local_clock()
+        # Every call comes here: the locks only where something may be wrong (the locked checks
+        # look again; a state that changes right after any check is met by the requests themselves).
+        if self.ended_because or (self.renew_by <= now and self.end_if_overdue(now)):
             raise SessionExpired(self.session_id)
+        if self._connected:
+            return
         with self._mutex:
             self._state_changed.wait_for(lambda: self.ended_because or self._connected, deadline.left())
             if self.ended_because:
@@ -299,4 +315,6 @@ class ZkSession:
         unknown = self.places.reconcile(listed, listing.seq)
         if unknown:
             self.leases.adopt_lost_creates(unknown, listing.seq, deadline)
+        self.leases.delete_idle_lines()
+        self.groups.delete_idle_groups()
         return Renewal(self.term(lease), self.places.owned())

@@ -30,6 +30,7 @@ from kazoo.protocol.states import Callback, EventType, WatchedEvent
 
 from ...spi import Notification, NotificationKind, NotificationListener
 from . import line
+from .foreign import ForeignNodes
 from .layout import Layout
 
 logger = logging.getLogger("django_simba.backends.zookeeper")
@@ -38,8 +39,9 @@ Watcher = Callable[[WatchedEvent], None]
 
 
 class NotificationHub:
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, foreign: ForeignNodes) -> None:
         self._layout = layout
+        self._foreign = foreign
         self._mutex = threading.Lock()
         self._listeners: list[NotificationListener] = []
         self._leases: dict[str, Watcher] = {}
@@ -117,15 +119,15 @@ class NotificationHub:
             self._emit(NotificationKind.RELEASED, name)
 
     def _lease_listed(self, client: KazooClient, name: str, watcher: Watcher, result: Any) -> None:
+        directory = self._layout.lease(name)
         try:
-            holder = line.head(result.get_nowait())
+            holder = line.head(result.get_nowait(), self._foreign.in_line(directory))
         except NoNodeError:
             holder = None
         except Exception:
             return  # connection lost: everything is set again on reconnection (RESYNC)
         if not self._watching_lease(name):
             return
-        directory = self._layout.lease(name)
         if holder is None:
             # nobody holds it: say so, and watch for the line's creation or its first node
             client.exists_async(directory, watch=watcher)
@@ -133,15 +135,21 @@ class NotificationHub:
             self._emit(NotificationKind.RELEASED, name)
             return
         looked = client.exists_async(self._layout.lease_node(name, holder), watch=watcher)
-        looked.rawlink(functools.partial(self._holder_looked_at, client, name, watcher))
+        looked.rawlink(functools.partial(self._holder_looked_at, client, name, holder, watcher))
 
-    def _holder_looked_at(self, client: KazooClient, name: str, watcher: Watcher, result: Any) -> None:
+    def _holder_looked_at(
+        self, client: KazooClient, name: str, holder: str, watcher: Watcher, result: Any
+    ) -> None:
         try:
-            gone = result.get_nowait() is None
+            stat = result.get_nowait()
         except Exception:
             return
-        if gone and self._watching_lease(name):
+        if not self._watching_lease(name):
+            return
+        if stat is None:
             self._arm_lease(client, name, watcher, deleted=True)  # released before the watch was set
+        elif self._foreign.judge_line_node(self._layout.lease(name), holder, stat):
+            self._arm_lease(client, name, watcher, deleted=False)  # no holder: look past it
 
     def _lease_event(self, name: str, event: WatchedEvent) -> None:
         if event.type == EventType.NONE:

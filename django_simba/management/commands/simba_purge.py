@@ -1,22 +1,23 @@
 """``manage.py simba_purge``: remove the sessions of crashed processes now.
 
 The engine already purges at most once per ``PURGE_INTERVAL``; this is for
-operators and cron. Exit codes: 0 done; 1 invalid settings; 2 the backend
-cannot be reached.
+operators and cron. Exit codes: 0 done; 1 invalid settings or arguments; 2 the
+backend cannot be reached; 130 Ctrl-C; 141 the reader of the output went away.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ...operations.exits import client_logs, command_errors
 from ...operations.status import purge, tool_backend
 from ...spi import MAX_PURGE_LIMIT
+from ..tool import ToolCommand
 
 
-class Command(BaseCommand):
+class Command(ToolCommand):
     help = "Remove expired sessions (of crashed processes) with their leases' holders and memberships."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -18,13 +18,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from ...operations.exits import command_errors
 from ...operations.runner import Mode, command_line, run_exclusively
+from ..tool import ToolCommand
 
 
-class Command(BaseCommand):
+class Command(ToolCommand):
     help = "Run a command only while holding a lock or leading an election (cron on several hosts)."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -9,6 +9,8 @@
 * It contends for every name of ``config.lock_names`` through two ``Lock`` objects,
   as two threads of one process would: one try-acquire at a time, a short hold, an
   explicit release or a maximum hold time; writing under the lock too.
+* It shares one ``Lock`` between a few threads and one ``AsyncLock`` between a few tasks
+  (:mod:`.sharing`), as module-level locks are shared.
 * It joins one group, and now and then leaves it and joins again; a resign episode
   makes it close an election it leads and leave the group, then stand and join again
   later.
@@ -31,6 +33,7 @@ from ...engine import Election, Lock, Term
 from ...errors import LeaseLost
 from ...spi import SimbaError
 from .register import Write
+from .sharing import SharedHandles, blocked
 
 if TYPE_CHECKING:
     from .process import SimProcess
@@ -56,13 +59,17 @@ class Application:
         self.engine = process.engine
         self._random = random.Random(f"{self.world.config.seed}:{process.label}:app")
         self.candidates = 2 if self._random.random() < TWO_CANDIDATES else 1
+        self.label = f"{process.label}.main"  # the process's one thread, which runs this workload
         self.elections: dict[str, list[Election]] = {}
         renew = self.world.config.renew
         self.locks: dict[str, list[Lock]] = {
             name: [self.engine.lock(name), self.engine.lock(name, max_hold=renew)]
             for name in self.world.config.lock_names
         }
+        #: The term each lock's last acquire returned, until its release: what this thread believes.
+        self.held: dict[Lock, Term] = {}
         self.joined = False
+        self.sharing = SharedHandles(self)
 
     def start(self) -> None:
         for name in self.world.config.names:
@@ -74,6 +81,7 @@ class Application:
         self.process.call_later(self._interval(), self._tick)
         for name in self.locks:
             self.process.call_later(self._random.uniform(0.0, 2.0), lambda name=name: self._try_lock(name))  # type: ignore[misc]
+        self.sharing.start()
 
     def resume_in_child(self) -> None:
         """In a child forked from this workload's process: the child's first work, then its own.
@@ -85,6 +93,7 @@ class Application:
         self._tick()
         for name in self.locks:
             self.process.call_later(self._random.uniform(0.0, 2.0), lambda name=name: self._try_lock(name))  # type: ignore[misc]
+        self.sharing.resume_in_child()
 
     def beliefs(self) -> list[Term]:
         """Every term of this process that is valid now, on its own clock."""
@@ -94,16 +103,25 @@ class Application:
                 term = election.term
                 if term is not None:
                     valid.append(term)
-        for locks in self.locks.values():
-            for lock in locks:
-                term = lock.term
-                if term is not None and term.is_valid():
-                    valid.append(term)
+        for term in self.held.values():
+            if term.is_valid():
+                valid.append(term)
+        self.sharing.add_beliefs(valid)
         return valid
 
     def believed(self, name: str) -> list[Term]:
-        """The terms on ``name`` this process holds validly now."""
-        return [term for term in self.beliefs() if term.name == name]
+        """The terms on ``name`` this process holds validly now (its handles of that name only)."""
+        valid = []
+        for election in self.elections.get(name, ()):
+            term = election.term
+            if term is not None:
+                valid.append(term)
+        for term in self.held.values():
+            if term.name == name and term.is_valid():
+                valid.append(term)
+        if self.sharing.used:
+            valid.extend(term for term in self.sharing.beliefs() if term.name == name)
+        return valid
 
     # -- elections ----------------------------------------------------------------------
 
@@ -182,14 +200,16 @@ class Application:
     def _try_lock(self, name: str) -> None:
         lock = self._random.choice(self.locks[name])
         if lock.term is not None and not lock.locked():
+            self.held.pop(lock, None)
             with contextlib.suppress(LeaseLost):
                 lock.release()  # its term ended without us (lost, maximum hold): forget it
-        if lock.term is None and self.engine.session_id is not None:
+        if lock.term is None and self.engine.session_id is not None and not blocked(self, lock, self.label):
             try:
                 term = lock.try_acquire()
             except SimbaError:
                 term = None
             if term is not None:
+                self.held[lock] = term
                 self._write(term)
                 hold = self._random.uniform(0.2, 1.5) * self.world.config.renew
                 self.process.call_later(hold, lambda: self._unlock(lock, term))
@@ -197,6 +217,7 @@ class Application:
 
     def _unlock(self, lock: Lock, term: Term) -> None:
         if lock.term is term:
+            self.held.pop(lock, None)
             with contextlib.suppress(LeaseLost):  # ended meanwhile: the release says so
                 lock.release()
 

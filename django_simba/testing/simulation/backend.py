@@ -69,10 +69,10 @@ class SimulatedBackend(LeaseBackend):
     vendor = "simulated"
 
     def __init__(self, world: World, process: SimProcess, *, timeout: float) -> None:
+        # Each call's timeout is its runtime's, and the engine must know it: it bounds how late a call
+        # whose outcome is unknown may still land (a join or leave said again for that long). A wait
+        # for a session would block the world's one thread, so the workload calls only with a session.
         super().__init__(timeout=timeout)
-        # A lock's try-acquire waits this long for a session: a wait would block the world's one
-        # thread for good, so a simulated process never waits (each call's timeout is its runtime's).
-        self.timeout = 0.0
         self.hands_over = world.model.hands_over
         self._world = world
         self._process = process

@@ -90,8 +90,16 @@ class Summary:
             self.worst_recovery.offer(result.recovery, seed)
 
     def merge(self, other: Summary) -> None:
-        for name in ("seeds", "events", "takeovers", "takeovers_checked", "takeovers_unfinished",
-                     "recoveries", "writes_accepted", "writes_rejected"):
+        for name in (
+            "seeds",
+            "events",
+            "takeovers",
+            "takeovers_checked",
+            "takeovers_unfinished",
+            "recoveries",
+            "writes_accepted",
+            "writes_rejected",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.faults.update(other.faults)
         self.call_faults.update(other.call_faults)

@@ -31,21 +31,34 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=1, help="worker processes for a batch (default 1)")
     parser.add_argument("--trace", action="store_true", help="print the trace of the run (with --seed)")
     parser.add_argument(
-        "--save-summary", metavar="PATH",
+        "--save-summary",
+        metavar="PATH",
         help="also write the batch's summary to PATH (a pickle, read back by the test suite)",
     )
     parser.add_argument("--trace-size", type=int, default=defaults.trace_size, help="events kept in a trace")
     parser.add_argument(
-        "--premise", action="append", default=[], choices=[p.value for p in Premise],
+        "--premise",
+        action="append",
+        default=[],
+        choices=[p.value for p in Premise],
         help="inject a fault no client can prevent (repeatable)",
     )
     parser.add_argument(
-        "--hand-over", choices=[h.value for h in HandOver],
+        "--hand-over",
+        choices=[h.value for h in HandOver],
         help="how the model backend ends a term (default: drawn from each seed)",
     )
     parser.add_argument(
-        "--without", action="append", default=[], choices=[k.value.replace(" ", "-") for k in FaultKind],
+        "--without",
+        action="append",
+        default=[],
+        choices=[k.value.replace(" ", "-") for k in FaultKind],
         help="never inject this kind of fault (repeatable)",
+    )
+    parser.add_argument(
+        "--without-redis-rules",
+        action="store_true",
+        help="the Redis-like model forgets without the scripts' rules (shows what they prevent)",
     )
     parser.add_argument("--processes", type=int, default=defaults.processes)
     parser.add_argument("--names", default=",".join(defaults.names), help="comma-separated election names")
@@ -73,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         premises=frozenset(Premise(p) for p in args.premise),
         hand_over=HandOver(args.hand_over) if args.hand_over else None,
         without=frozenset(kind.replace("-", " ") for kind in args.without),
+        redis_rules=not args.without_redis_rules,
         trace_size=args.trace_size,
     )
     if args.seed is not None:
@@ -150,7 +164,14 @@ def format_summary(summary: Summary, config: SimulationConfig, *, jobs: int = 1)
 
 #: Column headings of the call-fault table, one per effect, in CALL_EFFECTS order.
 _EFFECT_HEADINGS = (
-    "lost req", "lost rep", "reset bef", "reset aft", "late appl", "late ans", "slow", "refused"
+    "lost req",
+    "lost rep",
+    "reset bef",
+    "reset aft",
+    "late appl",
+    "late ans",
+    "slow",
+    "refused",
 )
 
 

@@ -12,7 +12,8 @@ class Premise(Enum):
     The invariants are expected to break under each of them, and only under them.
     """
 
-    #: The backend loses all its data (no persistence): tokens start again at 1.
+    #: The backend loses all its data (no persistence) and has none of the Redis scripts' rules for
+    #: it (``forgetful.py``): tokens start again at 1, and new terms are granted at once.
     TOKEN_RESET = "token-reset"
     #: The backend's clock jumps forward by more than a lease: live sessions expire at once.
     CLOCK_STEP = "clock-step"
@@ -45,6 +46,8 @@ class SimulationConfig:
     processes: int = 3
     names: tuple[str, ...] = ("alpha", "beta")  # elections
     lock_names: tuple[str, ...] = ("gamma",)  # locks, two local holders per process
+    thread_shared: str = "delta"  # one Lock object per process, shared by its threads (sharing.py)
+    task_shared: str = "epsilon"  # one AsyncLock object per process, shared by its tasks
     lease: float = 15.0
     renew: float = 5.0
     drift: float = 0.01
@@ -56,12 +59,15 @@ class SimulationConfig:
     hand_over: HandOver | None = None
     #: Fault kinds (``FaultKind`` values) this run never injects, to look at the others alone.
     without: frozenset[str] = field(default_factory=frozenset)
+    #: The rules of the Redis scripts for a server that lost its data (``forgetful.py``); off only to
+    #: show that the simulation catches what they prevent.
+    redis_rules: bool = True
     trace_size: int = 40
     check_every_event: bool = False  # also after events that cannot change what anyone believes
 
     @property
     def all_names(self) -> tuple[str, ...]:
-        return self.names + self.lock_names
+        return self.names + self.lock_names + (self.thread_shared, self.task_shared)
 
     @property
     def timeout(self) -> float:
@@ -119,6 +125,8 @@ class SimulationConfig:
             parts.append(f"--hand-over {self.hand_over.value}")
         for kind in sorted(self.without):
             parts.append(f"--without {kind.replace(' ', '-')}")
+        if not self.redis_rules:
+            parts.append("--without-redis-rules")
         for option in ("processes", "lease", "renew", "drift", "duration"):
             value = getattr(self, option)
             if value != getattr(defaults, option):

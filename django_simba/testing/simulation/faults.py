@@ -1,7 +1,7 @@
 """The fault schedule of a run: episodes drawn from the seed before the run starts.
 
-An episode is one fault over a span of world time, aimed at one process slot (a
-slot is a place in the cluster; a crashed process's successor takes its slot) or
+An episode is one fault over a span of world time, aimed at one process seat (a
+seat is a place in the cluster; a crashed process's successor takes its seat) or
 at the backend. Episodes mostly follow one another with calm gaps between them,
 sometimes overlap, and a crash is followed by a calm window as long as the
 take-over bound, so that most take-overs can be held to it.
@@ -20,7 +20,7 @@ class FaultKind(Enum):
     LOSSY_NETWORK = "lossy network"  # a process's requests or replies are lost
     SLOW_NETWORK = "slow network"  # a process's requests or replies arrive past its timeout
     PAUSE = "pause"  # a process runs nothing (its clock goes on)
-    CRASH = "crash"  # a process stops for good without closing; a new one takes its slot later
+    CRASH = "crash"  # a process stops for good without closing; a new one takes its seat later
     BACKEND_RESTART = "backend restart"  # the backend refuses every call for a while, then comes back
     LATE_WRITES = "late writes"  # a process's writes to the fenced register arrive very late
     LOST_NOTIFICATIONS = "lost notifications"  # release notifications to a process are lost
@@ -28,6 +28,10 @@ class FaultKind(Enum):
     SESSION_EVICTED = "session evicted"  # the backend drops a session's record early (Redis volatile-*)
     FORK = "fork without hooks"  # a child starts with a copy of its parent's engine (uWSGI), exits at the end
     RESTART = "graceful restart"  # a process closes its engine and exits; a successor starts at the end
+    # the backend forgets (forgetful.py; a ZooKeeper-like run, whose data is replicated by quorum, does not)
+    DATA_LOST = "data lost"  # down, then back empty: a restart without persistence, FLUSHALL
+    STALE_FAILOVER = "stale failover"  # a replica stops receiving writes; at the end it takes over
+    FORCE_RELEASE = "force release"  # an operator force-releases a shared handle's name (sharing.py)
     # premises: only when a run asks for them
     TOKEN_RESET = "token reset"
     CLOCK_STEP = "backend clock step"
@@ -45,6 +49,9 @@ PREMISE_EPISODES = {
 #: quick to take what the evicted leader still trusts, so it comes five times.
 PREMISE_REPEATS = {Premise.EVICTION_FREES_LEASES: 5}
 
+#: Episodes aimed at the backend, not at a process seat.
+BACKEND_KINDS = frozenset({FaultKind.BACKEND_RESTART, FaultKind.DATA_LOST, FaultKind.STALE_FAILOVER})
+
 #: The share of runs that end with a calm tail long enough to check recovery.
 RECOVERY_RUNS = 0.35
 
@@ -60,6 +67,9 @@ _WEIGHTS = {
     FaultKind.SESSION_EVICTED: 1.0,
     FaultKind.FORK: 1.0,
     FaultKind.RESTART: 1.0,
+    FaultKind.DATA_LOST: 1.0,
+    FaultKind.STALE_FAILOVER: 1.0,
+    FaultKind.FORCE_RELEASE: 1.0,
 }
 
 #: Episode length, as a fraction of the lease (drawn uniformly).
@@ -75,12 +85,15 @@ _LENGTHS = {
     FaultKind.SESSION_EVICTED: (0.0, 0.0),
     FaultKind.FORK: (0.3, 1.5),  # until the child exits
     FaultKind.RESTART: (0.1, 0.5),  # until the successor starts
+    FaultKind.DATA_LOST: (0.01, 0.5),  # until it is back
+    FaultKind.STALE_FAILOVER: (0.05, 1.0),  # the writes the replica misses
+    FaultKind.FORCE_RELEASE: (0.0, 0.0),
 }
 
 
 @dataclass(frozen=True, slots=True)
 class Episode:
-    """``kind`` from ``start`` to ``end`` on process slot ``slot`` (None: the backend).
+    """``kind`` from ``start`` to ``end`` on process seat ``seat`` (None: the backend).
 
     ``strength`` means: the loss probability (lossy network), the delay as a multiple
     of the timeout (slow network), the delay as a multiple of the lease (late
@@ -90,7 +103,7 @@ class Episode:
     start: float
     end: float
     kind: FaultKind
-    slot: int | None = None
+    seat: int | None = None
     strength: float = 0.0
 
     def touches(self, start: float, end: float, settle: float) -> bool:
@@ -120,7 +133,7 @@ def plan_faults(config: SimulationConfig, rng: random.Random) -> list[Episode]:
         length = rng.uniform(low, high) * config.lease
         if t + length > last:
             break
-        episodes.append(Episode(t, t + length, kind, _slot(kind, config, rng), _strength(kind, rng)))
+        episodes.append(Episode(t, t + length, kind, _seat(kind, config, rng), _strength(kind, rng)))
         if kind is FaultKind.CRASH:
             t += max(length, config.takeover_bound + config.renew)
         elif rng.random() < 0.7:
@@ -131,15 +144,15 @@ def plan_faults(config: SimulationConfig, rng: random.Random) -> list[Episode]:
                 at = rng.uniform(first, max(first, last))
                 episodes.append(Episode(at, at, kind, None, rng.uniform(1.05, 2.0)))
     if Premise.DRIFT_EXCEEDED in config.premises:
-        # Cut the slow process (slot 0) off for longer than a lease, so its clock decides alone.
+        # Cut the slow process (seat 0) off for longer than a lease, so its clock decides alone.
         at = rng.uniform(first, max(first, last))
         episodes.append(Episode(at, at + 2 * config.lease, FaultKind.PAUSE, 0))
     episodes.sort(key=lambda e: (e.start, e.kind.value))
     return episodes
 
 
-def _slot(kind: FaultKind, config: SimulationConfig, rng: random.Random) -> int | None:
-    if kind is FaultKind.BACKEND_RESTART:
+def _seat(kind: FaultKind, config: SimulationConfig, rng: random.Random) -> int | None:
+    if kind in BACKEND_KINDS:
         return None
     return rng.randrange(config.processes)
 

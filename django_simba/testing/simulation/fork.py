@@ -9,11 +9,15 @@ child's own: nothing of the engine is named or rebuilt, so the child runs exactl
 the code the parent ran, on a copy of its state, and only the engine's public API
 and ``runtime.pid()`` can tell it that it is a child.
 
-A copied lock is in the state its original was in, as after a real fork.
+A copied lock is in the state its original was in, as after a real fork. The thread that
+forks is the child's one thread, the same object (a handle's holdings are keyed by it); any
+other thread, and the parent's asyncio tasks and futures, did not survive the fork: each is
+copied as a placeholder that nothing runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import copyreg
 import threading
@@ -54,6 +58,11 @@ def _copyable_threading() -> Iterator[None]:
         _LOCK: _reduce_lock,
         _RLOCK: _reduce_rlock,
         threading.Condition: _reduce_condition,
+        threading.Thread: lambda thread: (_gone, ("thread",)),
+        threading._MainThread: lambda thread: (_gone, ("thread",)),  # type: ignore[attr-defined]
+        threading._DummyThread: lambda thread: (_gone, ("thread",)),
+        asyncio.Task: lambda task: (_gone, ("task",)),
+        asyncio.Future: lambda future: (_gone, ("future",)),
     }
     saved = {kind: copyreg.dispatch_table.get(kind) for kind in reducers}
     copyreg.dispatch_table.update(reducers)
@@ -70,5 +79,21 @@ def _copyable_threading() -> Iterator[None]:
 def copy_of_memory(root: T, replaced: Mapping[Any, Any]) -> T:
     """A deep copy of ``root``, in which each key of ``replaced`` is its value instead of a copy."""
     memo: dict[int, Any] = {id(original): replacement for original, replacement in replaced.items()}
+    forking = threading.current_thread()
+    memo[id(forking)] = forking
     with _copyable_threading():
         return copy.deepcopy(root, memo)
+
+
+class Gone:
+    """What a forked child has of a thread, task or future of its parent: nothing that runs."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"<the parent's {self.kind}, gone in the child>"
+
+
+def _gone(kind: str) -> Any:
+    return Gone(kind)

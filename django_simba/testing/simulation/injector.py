@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from ...spi import Notification, NotificationKind
 from .faults import Episode, FaultKind
+from .forgetful import FORGETTING, forgetting_begins, forgetting_ends
+from .sharing import force_release
 
 if TYPE_CHECKING:
     from .process import SimProcess
@@ -26,13 +28,13 @@ class Injector:
         self._children: dict[Episode, SimProcess] = {}
 
     def _target(self, episode: Episode) -> SimProcess | None:
-        return None if episode.slot is None else self.world.slots[episode.slot]
+        return None if episode.seat is None else self.world.seats[episode.seat]
 
     def begin(self, episode: Episode) -> None:
         world, kind = self.world, episode.kind
         world.faults[f"episode: {kind.value}"] += 1
         world.trace.add(
-            world.now, "FAULT", "%s begins (slot %s, until %.3f)", kind.value, episode.slot, episode.end
+            world.now, "FAULT", "%s begins (seat %s, until %.3f)", kind.value, episode.seat, episode.end
         )
         target = self._target(episode)
         if kind in NETWORK_KINDS:
@@ -54,9 +56,13 @@ class Injector:
             if target is not None:
                 world.faults["graceful restart"] += 1
                 world.exit(target)
+        elif kind is FaultKind.FORCE_RELEASE:
+            force_release(world)
         elif kind is FaultKind.BACKEND_RESTART:
             world.backend_down = True
             world.faults["backend restart"] += 1
+        elif kind in FORGETTING:
+            forgetting_begins(world, kind)
         elif kind is FaultKind.TOKEN_RESET:
             world.model.lose_everything()
         elif kind is FaultKind.SESSIONS_LOST:
@@ -66,7 +72,7 @@ class Injector:
 
     def end(self, episode: Episode) -> None:
         world, kind = self.world, episode.kind
-        world.trace.add(world.now, "FAULT", "%s ends (slot %s)", kind.value, episode.slot)
+        world.trace.add(world.now, "FAULT", "%s ends (seat %s)", kind.value, episode.seat)
         if kind in NETWORK_KINDS:
             world.network.end(episode)
         elif kind is FaultKind.PAUSE:
@@ -74,9 +80,9 @@ class Injector:
             if target is not None and target.paused:
                 world.resume(target)
         elif kind in (FaultKind.CRASH, FaultKind.RESTART):
-            for slot, process in enumerate(world.slots):
+            for seat, process in enumerate(world.seats):
                 if process is None:
-                    world.spawn(slot)
+                    world.spawn(seat)
         elif kind is FaultKind.FORK:
             child = self._children.pop(episode, None)
             if child is not None and not child.stopped:
@@ -91,11 +97,13 @@ class Injector:
         elif kind is FaultKind.BACKEND_RESTART:
             world.backend_down = False
             world.notify(Notification(NotificationKind.RESYNC))  # the channel reconnected
+        elif kind in FORGETTING:
+            forgetting_ends(world, kind)
 
     def _leaders(self) -> list[tuple[SimProcess, str]]:
-        """The leaders among the processes of the slots (a forked child is no target)."""
+        """The leaders among the processes of the seats (a forked child is no target)."""
         world = self.world
-        processes = [p for p in world.slots if p is not None]
+        processes = [p for p in world.seats if p is not None]
         return [(p, name) for p in processes for name in world.config.names if p.app.believed(name)]
 
     def _leader_or(self, target: SimProcess | None) -> SimProcess | None:
@@ -125,7 +133,7 @@ class Injector:
             world.crash(child, checked=False)
 
     def _crash(self, episode: Episode, target: SimProcess | None) -> None:
-        """Crash a leader most of the time, else the episode's slot.
+        """Crash a leader most of the time, else the episode's seat.
 
         The take-over is held to the bound only when no other episode (or its
         after-effects) touches the window, and a candidate is ready: running, with a
@@ -143,12 +151,12 @@ class Injector:
         )
         ready = any(
             p is not None and p is not target and not p.paused and self._live_on_backend(p.engine.session_id)
-            for p in world.slots
+            for p in world.seats
         )
         world.crash(target, checked=ready and not disturbed)
 
     def _resign(self, episode: Episode, target: SimProcess | None) -> None:
-        """A leader (or, without one, the episode's slot) steps down from one name."""
+        """A leader (or, without one, the episode's seat) steps down from one name."""
         world = self.world
         leaders = self._leaders()
         if leaders:

@@ -120,6 +120,13 @@ class Checker:
         self._terms: dict[tuple[str, int], tuple[Term, str]] = {}
         self._recovery_from: float | None = None
         self.recovery: float | None = None  # seconds from the last fault's end until every name led
+        # (name, session id, token) of terms an operator force-released: trusted until their
+        # holder hears of it, so excused from "two leaders" and "a superseded leader" (sharing.py)
+        self._revoked: set[tuple[str, str, int]] = set()
+
+    def revoke(self, name: str, session_id: str, token: int) -> None:
+        """An operator force-released this term: its holder is no leader the oracle counts."""
+        self._revoked.add((name, session_id, token))
 
     def watch_recovery(self, since: float) -> None:
         """Measure how long after ``since`` (the last fault's end) every name has a leader again."""
@@ -177,6 +184,8 @@ class Checker:
 
     def check_name(self, name: str, alive: Sequence[SimProcess]) -> None:
         believers = [(p, term) for p in alive for term in p.app.believed(name)]
+        if self._revoked:
+            believers = [b for b in believers if (name, b[1].session_id, b[1].token) not in self._revoked]
         terms = [term for _, term in believers]
         if terms != self._leaders[name]:
             self._leaders[name] = terms

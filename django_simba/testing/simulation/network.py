@@ -1,7 +1,7 @@
 """The simulated network: what happens to each call, notification and write of a process.
 
 While calm, every message takes up to ``max_delay`` one way. The active episodes
-aimed at a process's slot make its messages get lost or arrive late. Every
+aimed at a process's seat make its messages get lost or arrive late. Every
 effect is counted by kind, and each call's by the operation it hit, so a run
 reports what it actually injected.
 
@@ -39,7 +39,14 @@ ANSWERED_LATE = "reply past the timeout"  # applied in time, answered after the 
 SLOW_REPLY = "reply later than the renew interval"  # answered in time, but slowly
 REFUSED = "refused while the backend restarts"
 CALL_EFFECTS = (
-    LOST_REQUEST, LOST_REPLY, RESET_BEFORE, RESET_AFTER, APPLIED_LATE, ANSWERED_LATE, SLOW_REPLY, REFUSED
+    LOST_REQUEST,
+    LOST_REPLY,
+    RESET_BEFORE,
+    RESET_AFTER,
+    APPLIED_LATE,
+    ANSWERED_LATE,
+    SLOW_REPLY,
+    REFUSED,
 )
 #: Of the calls a lossy network breaks, the share that fail at once rather than time out.
 RESET_SHARE = 0.5
@@ -74,9 +81,9 @@ class Network:
     def end(self, episode: Episode) -> None:
         self._active.remove(episode)
 
-    def _episode(self, kind: FaultKind, slot: int) -> Episode | None:
+    def _episode(self, kind: FaultKind, seat: int) -> Episode | None:
         for episode in self._active:
-            if episode.kind is kind and episode.slot == slot:
+            if episode.kind is kind and episode.seat == seat:
                 return episode
         return None
 
@@ -86,7 +93,7 @@ class Network:
     def plan(self, process: SimProcess) -> Fate:
         """The delays of the next call ``process`` sends on a lane (a slow network stretches one)."""
         request, reply = self.calm_delay(), self.calm_delay()
-        slow = self._episode(FaultKind.SLOW_NETWORK, process.slot)
+        slow = self._episode(FaultKind.SLOW_NETWORK, process.seat)
         if slow is not None and self._rng.random() < 0.6:
             late = slow.strength * process.runtime.timeout * self._rng.uniform(0.5, 1.0)
             if self._rng.random() < 0.5:
@@ -97,7 +104,7 @@ class Network:
 
     def loss(self, process: SimProcess) -> str | None:
         """What a lossy network does to the call arriving now: loses or resets its request or reply."""
-        lossy = self._episode(FaultKind.LOSSY_NETWORK, process.slot)
+        lossy = self._episode(FaultKind.LOSSY_NETWORK, process.seat)
         if lossy is None:
             return None
         draw = self._rng.random()
@@ -110,7 +117,7 @@ class Network:
 
     def direct_delay(self, process: SimProcess) -> float:
         """How much later than its timeout a direct call is applied (0: at once, when made)."""
-        slow = self._episode(FaultKind.SLOW_NETWORK, process.slot)
+        slow = self._episode(FaultKind.SLOW_NETWORK, process.seat)
         if slow is None or self._rng.random() >= DIRECT_LATE_SHARE:
             return 0.0
         return process.runtime.timeout * (1.0 + slow.strength * self._rng.uniform(0.0, 1.0))
@@ -126,14 +133,14 @@ class Network:
 
     def notification_delay(self, process: SimProcess) -> float | None:
         """How long a notification takes to reach ``process``; None when it is lost."""
-        if self._episode(FaultKind.LOST_NOTIFICATIONS, process.slot) is not None:
+        if self._episode(FaultKind.LOST_NOTIFICATIONS, process.seat) is not None:
             self._faults["lost notification"] += 1
             return None
         return self.calm_delay()
 
     def write_delay(self, process: SimProcess) -> float:
         """How long a write of ``process`` takes to reach the fenced register."""
-        late = self._episode(FaultKind.LATE_WRITES, process.slot)
+        late = self._episode(FaultKind.LATE_WRITES, process.seat)
         if late is None:
             return self.calm_delay()
         self._faults["late write"] += 1

@@ -24,6 +24,7 @@ from ..runtime import Fate, VirtualRuntime
 from .app import Application
 from .backend import backend_class
 from .fork import copy_of_memory
+from .short_grants import session_lost
 
 if TYPE_CHECKING:
     from .world import World, WorldEvent
@@ -90,12 +91,12 @@ class ProcessRuntime(VirtualRuntime):
 
 
 class SimProcess:
-    """A process of the simulated cluster, in process slot ``slot`` (a child shares its parent's)."""
+    """A process of the simulated cluster, in process seat ``seat`` (a child shares its parent's)."""
 
     def __init__(
         self,
         world: World,
-        slot: int,
+        seat: int,
         number: int,
         *,
         rate: float,
@@ -104,7 +105,7 @@ class SimProcess:
     ) -> None:
         config = world.config
         self.world = world
-        self.slot = slot
+        self.seat = seat
         self.label = f"P{number}"
         self.pid = world.new_pid()
         self.parent = parent
@@ -138,8 +139,10 @@ class SimProcess:
             self.engine.observers.append(_Tracer(self))
             self.app = Application(self)
         else:
-            self.app = copy_of_memory(parent.app, {parent: self, parent.runtime: self.runtime,
-                                                   parent.backend: self.backend, world: world})
+            self.app = copy_of_memory(
+                parent.app,
+                {parent: self, parent.runtime: self.runtime, parent.backend: self.backend, world: world},
+            )
             self.engine = self.app.engine
 
     def start(self) -> None:
@@ -147,7 +150,7 @@ class SimProcess:
 
     def fork(self, number: int) -> SimProcess:
         """A child forked without hooks (uWSGI): a copy of this process's memory, no threads."""
-        return SimProcess(self.world, self.slot, number, rate=self.runtime.rate, patient=False, parent=self)
+        return SimProcess(self.world, self.seat, number, rate=self.runtime.rate, patient=False, parent=self)
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the process's own thread (its workload), after ``delay`` local seconds."""
@@ -155,7 +158,7 @@ class SimProcess:
 
     def __repr__(self) -> str:
         state = "stopped" if self.stopped else "paused" if self.paused else "running"
-        return f"<SimProcess {self.label} pid={self.pid} slot={self.slot} {state}>"
+        return f"<SimProcess {self.label} pid={self.pid} seat={self.seat} {state}>"
 
 
 class _Tracer(EngineObserver):
@@ -174,6 +177,7 @@ class _Tracer(EngineObserver):
 
     def session_lost(self, session_id: str, reason: EndReason) -> None:
         self._add("engine: session %s lost (%s)", session_id, reason.value)
+        session_lost(self._process, reason)
 
     def term_started(self, kind: str, term: Term) -> None:
         self._add("engine: %s term %s#%d started", kind, term.name, term.token)

@@ -21,8 +21,10 @@ class Trace:
         self.recorded += 1
 
     def lines(self) -> list[str]:
-        return [f"{when:10.3f}  {who:<8} {message % args if args else message}"
-                for when, who, message, args in self._events]
+        return [
+            f"{when:10.3f}  {who:<8} {message % args if args else message}"
+            for when, who, message, args in self._events
+        ]
 
     def __str__(self) -> str:
         return "\n".join(self.lines())

@@ -16,17 +16,19 @@ import random
 from collections import Counter
 from collections.abc import Callable
 
-from ...backends.memory import LineMemoryBackend, MemoryBackend
 from ...spi import Notification, NotificationKind
 from .app import GROUP
 from .config import HandOver, Premise, SimulationConfig
 from .faults import plan_faults
+from .forgetful import model_for
 from .injector import Injector
 from .invariants import Checker, GrantLog
 from .network import Network
 from .process import SimProcess
 from .register import FencedRegister, Write
 from .result import SimulationResult
+from .short_grants import FAULT as SHORT_GRANTS
+from .short_grants import session_cap
 from .trace import Trace, engine_logs_into
 
 #: How much slower than DRIFT allows a clock runs under the drift premise.
@@ -76,17 +78,19 @@ class World:
         self._pids = itertools.count(100)
         draw = random.Random(f"{config.seed}:backend").choice(list(HandOver))
         self.hand_over = config.hand_over or draw
-        model = LineMemoryBackend if self.hand_over is HandOver.ALWAYS else MemoryBackend
-        self.model = model(
+        self.model = model_for(
+            config,
+            self.hand_over,
             timeout=config.timeout,
             clock=self.backend_now,
             id_factory=self._session_id,
             hand_over=self.hand_over is HandOver.ON_RELEASE,
             evictions_free_leases=Premise.EVICTION_FREES_LEASES in config.premises,
+            max_session=session_cap(config),
         )
         self.model.subscribe(self._on_model_notification)
         self._notifications: list[Notification] = []
-        self.slots: list[SimProcess | None] = [None] * config.processes
+        self.seats: list[SimProcess | None] = [None] * config.processes
         self.alive: list[SimProcess] = []
         self.processes: list[SimProcess] = []  # every process ever started
         self._recovered_by: float | None = None
@@ -136,10 +140,13 @@ class World:
     def start(self) -> None:
         """Schedule the processes' start, the fault episodes, and the backend's own expiries."""
         self.trace.add(self.now, "BACKEND", "hands names over: %s", self.hand_over.value)
+        if self.model.max_session is not None:
+            self.faults[SHORT_GRANTS] += 1
+            self.trace.add(self.now, "BACKEND", "grants sessions of %.3f s at most", self.model.max_session)
         if self.model.hands_over_always:
             self.schedule(0.0, self._expire_on_backend)
-        for slot in range(self.config.processes):
-            self.schedule(self.rng.uniform(0.0, 0.5), lambda slot=slot: self.spawn(slot))  # type: ignore[misc]
+        for seat in range(self.config.processes):
+            self.schedule(self.rng.uniform(0.0, 0.5), lambda seat=seat: self.spawn(seat))  # type: ignore[misc]
         for episode in self.episodes:
             self.schedule(episode.start, lambda e=episode: self.injector.begin(e))  # type: ignore[misc]
             if episode.end > episode.start:
@@ -160,6 +167,8 @@ class World:
         members = {m.session_id for m in self.model.members(GROUP)}
         self.checker.finish(self.alive, members, self._recovered_by)
         self.finished = True
+        for process in self.processes:
+            process.app.sharing.close()
         accepted, rejected = self.register.counts()
         checker = self.checker
         return SimulationResult(
@@ -222,9 +231,9 @@ class World:
 
     # -- processes -----------------------------------------------------------------------
 
-    def spawn(self, slot: int) -> None:
+    def spawn(self, seat: int) -> None:
         drift = self.config.drift
-        if Premise.DRIFT_EXCEEDED in self.config.premises and slot == 0:
+        if Premise.DRIFT_EXCEEDED in self.config.premises and seat == 0:
             rate = 1.0 - EXCESS_DRIFT * drift
             self.faults["clock slower than DRIFT allows"] += 1
         elif self.rng.random() < 0.5:
@@ -234,8 +243,8 @@ class World:
         if rate != 1.0:
             self.faults["drifting clock"] += 1
         patient = self.rng.random() < 0.2  # waits long enough to see replies land past its deadlines
-        process = SimProcess(self, slot, next(self._numbers), rate=rate, patient=patient)
-        self.slots[slot] = process
+        process = SimProcess(self, seat, next(self._numbers), rate=rate, patient=patient)
+        self.seats[seat] = process
         self.alive.append(process)
         self.processes.append(process)
         timeout = process.runtime.timeout
@@ -254,8 +263,8 @@ class World:
         process.stopped = True
         process.held.clear()
         self.alive.remove(process)
-        if self.slots[process.slot] is process:
-            self.slots[process.slot] = None
+        if self.seats[process.seat] is process:
+            self.seats[process.seat] = None
 
     def exit(self, process: SimProcess) -> None:
         """``process`` closes its engine and exits, as at interpreter exit."""
@@ -325,9 +334,7 @@ class World:
 
     def _dispatch_notifications(self) -> None:
         # One call's notifications come out of sets in the model: sort them so a seed replays exactly.
-        batch = sorted(
-            set(self._notifications), key=lambda n: (n.kind.value, n.name, n.session_id, n.token)
-        )
+        batch = sorted(set(self._notifications), key=lambda n: (n.kind.value, n.name, n.session_id, n.token))
         self._notifications.clear()
         for notification in batch:
             for process in self.alive:
@@ -349,8 +356,13 @@ class World:
     def _receive_write(self, write: Write) -> None:
         accepted, superseded = self.register.receive(write)
         self.trace.add(
-            self.now, "REGISTER", "%s token %d from %s %s",
-            write.name, write.token, write.writer, "accepted" if accepted else "rejected",
+            self.now,
+            "REGISTER",
+            "%s token %d from %s %s",
+            write.name,
+            write.token,
+            write.writer,
+            "accepted" if accepted else "rejected",
         )
         if accepted:
             self.checker.write_judged(write.name, write.token, write.writer, superseded)

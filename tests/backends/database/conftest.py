@@ -10,6 +10,7 @@ under ``SIMBA_REQUIRE_SERVERS=1``).
 from __future__ import annotations
 
 import functools
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -21,7 +22,8 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import load_backend
 
-from django_simba.backends.database import DatabaseBackend
+from django_simba.backends.database import AnyDatabaseBackend, DatabaseBackend
+from tests.backends.building import closing_all
 from tests.conftest import server_missing
 from tests.servers import pgbouncer as pgbouncer_server
 
@@ -29,11 +31,21 @@ ALIASES = ("sqlite", "postgresql", "mysql")
 SERVER_NAMES = {"postgresql": "PostgreSQL", "mysql": "MariaDB/MySQL"}
 
 
+#: The thread of a transaction in InnoDB's monitor (SHOW ENGINE INNODB STATUS), MySQL or MariaDB.
+_INNODB_THREAD = re.compile(r"(?:MySQL|MariaDB) thread id (\d+)")
+
+
+class Rollback(Exception):
+    """Raised in an ``atomic()`` block to roll it back on purpose."""
+
+
 @functools.cache
 def reachable(alias: str) -> bool:
     if alias == "sqlite":
         return True
-    database = settings.DATABASES[alias]
+    database = settings.DATABASES.get(alias)
+    if database is None:
+        return False  # its driver is not installed (tests/settings.py)
     try:
         socket.create_connection((database["HOST"], int(database["PORT"])), timeout=2).close()
     except OSError:
@@ -63,6 +75,8 @@ def each_alias() -> list[Any]:
 def alias(request: pytest.FixtureRequest) -> str:
     """The test's alias (its parameter, or its class's ``alias``), its server checked."""
     name: str = getattr(request, "param", None) or request.cls.alias
+    if name not in settings.DATABASES:
+        server_missing(f"{SERVER_NAMES[name]} (its driver is not installed: the test-integration extra)")
     if not reachable(name):
         server_missing(SERVER_NAMES[name])
     return name
@@ -71,16 +85,11 @@ def alias(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def make_backend(alias: str) -> Iterator[Callable[..., DatabaseBackend]]:
     """Build backends on the test's alias; every one is closed after the test."""
-    built: list[DatabaseBackend] = []
 
-    def make(timeout: float = 5.0, **options: Any) -> DatabaseBackend:
-        backend = DatabaseBackend({"alias": alias, **options}, timeout=timeout)
-        built.append(backend)
-        return backend
+    def build(timeout: float = 5.0, **options: Any) -> DatabaseBackend:
+        return AnyDatabaseBackend.build({"alias": alias, **options}, timeout=timeout)
 
-    yield make
-    for backend in built:
-        backend.close()
+    yield from closing_all(build)
 
 
 @pytest.fixture
@@ -229,19 +238,35 @@ class Outsider:
         return int(self.execute(sql)[0][0])
 
     def lock_waiters(self) -> int:
-        """How many other connections wait for a row lock (0 on SQLite, which cannot tell)."""
+        """How many other connections to this database wait for a row lock (0 on SQLite: it cannot tell)."""
         if self.vendor == "postgresql":
             rows = self.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
                 " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
             )
-        elif self.vendor == "mysql":
-            rows = self.execute(
-                "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'"
-            )
-        else:
-            return 0
-        return int(rows[0][0])
+            return int(rows[0][0])
+        if self.vendor == "mysql":
+            return len(self._innodb_lock_waiters())
+        return 0
+
+    def _innodb_lock_waiters(self) -> set[int]:
+        """The threads of other connections to this database that wait for a row lock.
+
+        Read from InnoDB's monitor, which reports the locks as they are now: the lock tables of
+        ``information_schema`` (``innodb_trx``) are a cache refreshed only once nobody has read
+        it for 0.1 s, so with several test workers polling it on one server it stayed stale for
+        seconds, and a call that was waiting was never seen to.
+        """
+        [(_, _, status)] = self.execute("SHOW ENGINE INNODB STATUS")
+        waiting = {
+            int(found.group(1))
+            for block in status.split("---TRANSACTION ")[1:]
+            if "LOCK WAIT" in block and (found := _INNODB_THREAD.search(block))
+        }
+        here = self.execute(
+            "SELECT id FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID()"
+        )
+        return waiting & {int(thread) for (thread,) in here}
 
     def close(self) -> None:
         if self.raw is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from django_simba.backends.database import DatabaseBackend
+from django_simba.backends.database import AnyDatabaseBackend, DatabaseBackend
 
 
 def build_backend(
@@ -22,7 +22,7 @@ def build_backend(
     from django.db import connections
 
     connections.settings[alias].update(database)
-    return DatabaseBackend({**(options or {}), "alias": alias}, timeout=timeout)
+    return AnyDatabaseBackend.build({**(options or {}), "alias": alias}, timeout=timeout)
 
 
 def spec_for(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from django_simba.backends.database import DatabaseBackend
+from django_simba.backends.database import AnyDatabaseBackend, DatabaseBackend
 from django_simba.spi import BackendTimeout, BackendUnavailable, ConfigurationError, SessionExpired
 from django_simba.testing import wait_until
 
@@ -39,17 +39,21 @@ def point_at(backend: DatabaseBackend, host: str, port: int) -> None:
 
 def test_bad_options_are_configuration_errors() -> None:
     with pytest.raises(ConfigurationError, match=r"not in settings\.DATABASES"):
-        DatabaseBackend({"alias": "nowhere"})
+        AnyDatabaseBackend.build({"alias": "nowhere"})
     with pytest.raises(ConfigurationError, match="unknown database backend options"):
-        DatabaseBackend({"alias": "sqlite", "url": "x"})
+        AnyDatabaseBackend.build({"alias": "sqlite", "url": "x"})
     with pytest.raises(ConfigurationError, match="max_idle_connections"):
-        DatabaseBackend({"alias": "sqlite", "max_idle_connections": -1})
+        AnyDatabaseBackend.build({"alias": "sqlite", "max_idle_connections": -1})
     with pytest.raises(ConfigurationError, match="max_connections"):
-        DatabaseBackend({"alias": "sqlite", "max_connections": 0})
+        AnyDatabaseBackend.build({"alias": "sqlite", "max_connections": 0})
     with pytest.raises(ConfigurationError, match="cannot exceed max_connections"):
-        DatabaseBackend({"alias": "sqlite", "max_connections": 2, "max_idle_connections": 3})
+        AnyDatabaseBackend.build({"alias": "sqlite", "max_connections": 2, "max_idle_connections": 3})
+
+
+@pytest.mark.mysql  # the alias (defined where its driver is installed)
+def test_postgresql_options_on_another_database_are_configuration_errors() -> None:
     with pytest.raises(ConfigurationError, match="are for PostgreSQL, not mysql"):
-        DatabaseBackend({"alias": "mysql", "transaction_pooling": True})
+        AnyDatabaseBackend.build({"alias": "mysql", "transaction_pooling": True})
 
 
 @pytest.mark.parametrize("alias", each_alias(), indirect=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
-from django_simba.backends.database import DatabaseBackend
+from django_simba.backends.database import AnyDatabaseBackend
 from django_simba.spi import ConfigurationError, SessionExpired
 
 from .conftest import on
@@ -52,7 +52,7 @@ def test_a_backend_built_earlier_follows_the_alias_to_its_new_database(
     other_file: Path, repoint: None
 ) -> None:
     first = connections.settings["sqlite"]["NAME"]
-    backend = DatabaseBackend({"alias": "sqlite"}, timeout=5)
+    backend = AnyDatabaseBackend.build({"alias": "sqlite"}, timeout=5)
     try:
         before = backend.open_session(30, "before").session_id
         assert backend.connection_count() == 1  # an idle connection to the first file
@@ -69,8 +69,9 @@ def test_a_backend_built_earlier_follows_the_alias_to_its_new_database(
         backend.close()
 
 
+@pytest.mark.postgresql  # its driver: the alias is repointed at PostgreSQL's engine
 def test_another_engine_under_the_alias_is_refused(repoint: None) -> None:
-    backend = DatabaseBackend({"alias": "sqlite"}, timeout=5)
+    backend = AnyDatabaseBackend.build({"alias": "sqlite"}, timeout=5)
     saved = dict(connections.settings["sqlite"])
     try:
         connections.settings["sqlite"]["ENGINE"] = "django.db.backends.postgresql"

@@ -12,11 +12,7 @@ from django_simba.backends.database import DatabaseBackend
 from django_simba.models import Lease
 from django_simba.spi import Grant
 
-from .conftest import each_alias
-
-
-class Rollback(Exception):
-    pass
+from .conftest import Rollback, each_alias
 
 
 # SQLite, whose tables belong in a file of their own: test_sqlite_transactions.py.

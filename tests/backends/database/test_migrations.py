@@ -13,7 +13,7 @@ from django_simba.spi import BackendUnavailable
 
 from .conftest import each_alias, on
 
-TABLES = {"simba_session", "simba_lease", "simba_member"}
+TABLES = {"simba_session", "simba_lease", "simba_member", "simba_reclaim"}
 # Collation of the name and session id columns where the database has them.
 COLLATIONS = {
     "postgresql": {

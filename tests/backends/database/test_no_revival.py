@@ -18,8 +18,8 @@ from django_simba.backends.database import DatabaseBackend
 from django_simba.spi import SessionExpired
 from django_simba.testing import wait_until
 
+from .calls import Call, wait_blocked
 from .conftest import Outsider, each_alias, on
-from .test_races import Call, wait_blocked
 
 #: Long enough for the call to be on its way before the session expires, on a loaded machine.
 LEASE = 1.5

@@ -64,6 +64,7 @@ def test_manage_py_check_fails_on_a_bad_pool_size() -> None:
         call_command("check")
 
 
+@pytest.mark.postgresql  # the alias (defined where its driver is installed)
 def test_good_options_pass_the_check() -> None:
     options = {
         "alias": "postgresql",

@@ -18,7 +18,7 @@ import pytest
 from django.conf import settings
 
 from django_simba.backends.database import DatabaseBackend
-from django_simba.backends.database.backend import PolledPostgresqlBackend, PostgresqlBackend
+from django_simba.backends.database.postgresql import PolledPostgresqlBackend, PostgresqlBackend
 from django_simba.spi import BackendTimeout, ConfigurationError
 from django_simba.testing import wait_until
 from tests.servers.pgbouncer import Pgbouncer
@@ -130,7 +130,7 @@ def test_polled_releases_send_no_notify(
     bounced: Callable[..., DatabaseBackend], through_pgbouncer: dict[str, Any]
 ) -> None:
     """Nobody listens where the backend polls; a NOTIFY would make releases commit one at a time."""
-    from django_simba.backends.database.dialects.postgresql import lease_channel
+    from django_simba.backends.database.postgresql import lease_channel
 
     polled, notifying = bounced(listen=None), bounced()
     name = f"bounced.{uuid.uuid4().hex[:8]}"

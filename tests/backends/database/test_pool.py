@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from django_simba.backends.database import DatabaseBackend
-from django_simba.spi import BackendTimeout
+from django_simba.engine import Engine, EngineConfig, ThreadRuntime
+from django_simba.spi import BackendTimeout, LockTimeout
 from django_simba.testing import wait_until
 
+from .calls import Call
 from .conftest import Outsider, on
-from .test_races import Call
 
 servers = pytest.mark.parametrize(
     "alias",
@@ -133,3 +134,48 @@ def test_a_call_waits_for_a_busy_connection_within_its_timeout(
     assert grant is not None and grant.token == 1
     assert backend.connection_count() == 1
     backend.close_session(session)
+
+
+@servers
+def test_a_keep_alive_never_waits_for_the_callers_connections(
+    make_backend: Callable[..., DatabaseBackend],
+) -> None:
+    """Every connection of the callers busy (a slow call each), the session's calls still go:
+    they have one of their own beyond ``max_connections``, never one a caller holds."""
+    backend = make_backend(timeout=1.0, max_connections=2)
+    session = backend.open_session(30, "reserved").session_id
+    held = [backend._pool.take(1.0), backend._pool.take(1.0)]
+    with pytest.raises(BackendTimeout, match="max_connections"):
+        backend.owner("pool.reserved")  # a caller's call finds them all busy...
+    renewal = backend.keep_alive(session, 30)  # ...the keep-alive does not (it would time out)
+    assert renewal.remaining > 0
+    other = backend.open_session(30, "reserved too").session_id
+    assert backend.connection_count() == 3  # max_connections, and the session's own
+    for link in held:
+        backend._pool.give_back(link)
+    # Given back, the session's connection serves the callers too: it is idle like the others.
+    assert backend.acquire(other, "pool.reserved") is not None
+    backend.close_session(session)
+    backend.close_session(other)
+
+
+@servers
+def test_a_caller_waits_for_a_connection_only_as_long_as_its_lock_timeout(
+    make_backend: Callable[..., DatabaseBackend],
+) -> None:
+    """A saturated pool makes the lock time out at its own timeout, saying why, not at the backend's."""
+    backend = make_backend(timeout=30.0, max_connections=1)
+    engine = Engine(backend, EngineConfig(lease_duration=30, renew_interval=10), ThreadRuntime())
+    try:
+        engine.wait_for_session(10)
+        busy = backend._pool.take(1.0)
+        try:
+            # The pool's own wait was the lock's half second (less what had passed), not 30 s.
+            with pytest.raises(
+                LockTimeout, match=r"within 500 ms .*max_connections\) stayed busy for the \d+ ms"
+            ):
+                engine.lock(f"pool.{uuid.uuid4().hex[:8]}").acquire(0.5)
+        finally:
+            backend._pool.give_back(busy)
+    finally:
+        engine.close()

@@ -19,46 +19,8 @@ from django_simba.backends.database import DatabaseBackend
 from django_simba.spi import BackendTimeout
 from django_simba.testing import wait_until
 
+from .calls import Call, wait_blocked
 from .conftest import Outsider, each_alias
-
-
-class Call:
-    """A backend call running in a thread; ``result()`` joins it and re-raises its error."""
-
-    def __init__(self, function: Callable[[], Any]) -> None:
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(function,), daemon=True)
-        self._thread.start()
-
-    def _run(self, function: Callable[[], Any]) -> None:
-        try:
-            self._value = function()
-        except BaseException as error:
-            self._error = error
-
-    @property
-    def done(self) -> bool:
-        return not self._thread.is_alive()
-
-    def result(self, timeout: float = 10) -> Any:
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), "the call did not return"
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-def wait_blocked(outsider: Outsider, call: Call) -> None:
-    """Wait until ``call`` waits for a row lock (SQLite cannot tell: it waits on the file lock)."""
-    if outsider.vendor == "sqlite":
-        return
-    # InnoDB's lock tables are a cache refreshed only when last read over 0.1 s ago.
-    interval = 0.15 if outsider.vendor == "mysql" else 0.01
-    wait_until(
-        lambda: outsider.lock_waiters() > 0, 5, interval=interval, message="the call to wait for the lock"
-    )
-    assert not call.done
 
 
 @pytest.mark.parametrize("alias", each_alias(), indirect=True)

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from django_simba.backends.database import DatabaseBackend
-from django_simba.backends.database.dialects import sqlite
+from django_simba.backends.database import DatabaseBackend, sqlite
 from django_simba.spi import BackendTimeout, Grant
 from django_simba.testing import wait_until
 

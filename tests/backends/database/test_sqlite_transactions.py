@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -24,16 +26,16 @@ from django.db import connections, transaction
 from django.test import override_settings
 
 from django_simba import lock, owner, registry
-from django_simba.backends.database import DatabaseBackend
+from django_simba.backends.database import AnyDatabaseBackend
 from django_simba.engine import Term
 from django_simba.spi import ConfigurationError
 from django_simba.testing import wait_until
 
-from .conftest import on
+from .conftest import Rollback, on
 
 pytestmark = on("sqlite")
 
-LEASE = 1.0
+LEASE = 2.0  # a loaded machine (CI runs six workers on two cores) delays a keep-alive by 0.6 s
 SIMBA = {
     "BACKEND": "database",
     "OPTIONS": {"alias": "sqlite"},
@@ -43,10 +45,6 @@ SIMBA = {
 }
 #: A call that waited on SQLite's lock would fail after TIMEOUT; a hang is caught after DEADLINE.
 DEADLINE = 20.0
-
-
-class Rollback(Exception):
-    pass
 
 
 def name() -> str:
@@ -236,8 +234,121 @@ def test_inside_a_transaction_on_the_tables_file_that_holds_no_lock_calls_work(
         assert info is not None and info.token == term.token
 
 
+def test_a_lock_without_timeout_inside_a_transaction_that_wrote_fails_at_once_without_a_session(
+    shared_file: str, simba: None
+) -> None:
+    """The session is still to be opened: the keep-alive thread could not open it while this
+    transaction holds the lock, and the caller would wait for it for ever."""
+
+    def work() -> None:
+        with transaction.atomic(using=shared_file):
+            write(shared_file)
+            assert registry.get_engine().session_id is None
+            lock(name(), timeout=None).acquire()
+
+    with pytest.raises(ConfigurationError, match="SQLite file of their own"):
+        in_thread(work)
+
+
+def test_a_lock_without_timeout_inside_a_transaction_that_wrote_fails_at_once_once_the_session_is_lost(
+    shared_file: str, simba: None
+) -> None:
+    """The transaction outlived the session (its renewals waited for the transaction): the new
+    session would wait for the transaction too."""
+    engine = registry.get_engine()
+    engine.wait_for_session(10)
+
+    def work() -> None:
+        with transaction.atomic(using=shared_file):
+            write(shared_file)
+            wait_until(lambda: engine.session_id is None, 10 * LEASE, message="the session lost")
+            lock(name(), timeout=None).acquire()
+
+    with pytest.raises(ConfigurationError, match="SQLite file of their own"):
+        in_thread(work)
+
+
+def test_inside_a_transaction_that_read_the_file_in_the_rollback_journal_mode_a_lock_fails_at_once(
+    shared_file: str, simba: None
+) -> None:
+    """Its read lock keeps any writer from committing until it ends (WAL would not)."""
+    registry.get_engine().wait_for_session(10)
+
+    def work() -> None:
+        with transaction.atomic(using=shared_file):
+            with connections[shared_file].cursor() as cursor:
+                (mode,) = cursor.execute("PRAGMA journal_mode").fetchone()
+                assert mode == "delete"
+                cursor.execute("SELECT count(*) FROM invoice").fetchone()
+            lock(name(), timeout=None).acquire()
+
+    with pytest.raises(ConfigurationError, match="SQLite file of their own"):
+        in_thread(work)
+
+
+def test_where_sqlite_cannot_be_asked_an_open_transaction_is_suspected(
+    shared_file: str, simba: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without sqlite3_txn_state (another Python, a library that hides it), a call waits briefly
+    for the lock and then blames the transaction; it never waits for itself."""
+    from django_simba.backends.database import sqlite
+
+    monkeypatch.setattr(sqlite, "transaction_state", lambda raw: None)
+    registry.get_engine().wait_for_session(10)
+
+    def work() -> None:
+        with transaction.atomic(using=shared_file):
+            write(shared_file)
+            lock(name(), timeout=None).acquire()
+
+    with pytest.raises(ConfigurationError, match="SQLite file of their own"):
+        in_thread(work)
+
+
+class OtherWriter:
+    """Another process that holds the SQLite file's write lock for a second, then commits."""
+
+    HOLD = 1.0
+
+    def __init__(self, path: str) -> None:
+        script = (
+            "import sqlite3, sys, time\n"
+            "connection = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "connection.execute('BEGIN IMMEDIATE')\n"
+            "print('held', flush=True)\n"
+            f"time.sleep({self.HOLD})\n"
+            "connection.execute('COMMIT')\n"
+            "print('released', flush=True)\n"
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", script, path], stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline().strip() == "held"
+
+    def finish(self) -> str:
+        out, _ = self.process.communicate(timeout=DEADLINE)
+        return out
+
+
+def test_inside_a_transaction_that_wrote_nothing_a_lock_waits_for_another_process(
+    shared_file: str, simba: None
+) -> None:
+    """Another process's write lock is not this thread's transaction: the lock waits for it."""
+    registry.get_engine().wait_for_session(10)
+    path = connections[shared_file].settings_dict["NAME"]
+    with transaction.atomic(using=shared_file):
+        other = OtherWriter(str(path))
+        try:
+            with lock(name(), timeout=5) as term:
+                assert term.is_valid()
+        finally:
+            released = other.finish()
+    assert released.strip() == "released"
+
+
 def test_outside_any_transaction_the_shared_file_works(shared_file: str) -> None:
-    backend = DatabaseBackend({"alias": "sqlite"}, timeout=5)
+    backend = AnyDatabaseBackend.build({"alias": "sqlite"}, timeout=5)
     try:
         write(shared_file)  # autocommit: no transaction left open
         session = backend.open_session(30, "shared").session_id

@@ -43,7 +43,8 @@ def test_standalone_keep_alive_is_one_round_trip(
     assert len(renewal.owned) == held
     assert sends.count == 1
     assert evalsha == 1
-    assert commands <= 8 + 3 * held  # inside the one script: a few per session, two or three per lease
+    # inside the one script: a few per session (the marker and INFO among them), two or three per lease
+    assert commands <= 10 + 3 * held
     backend.close()
 
 
@@ -74,3 +75,37 @@ def test_cluster_keep_alive_round_trips_are_per_node_not_per_lease(
         admin.close()
     backend.close_session(sid)
     backend.close()
+
+
+@pytest.mark.redis
+def test_standalone_acquire_and_release_are_one_round_trip_each(
+    own_redis: RedisProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The marker is read and kept inside the grant script: no round trip of its own."""
+    backend = RedisBackend({"url": own_redis.url}, timeout=5)
+    sid = backend.open_session(60, "costs").session_id
+    assert backend.acquire(sid, "cycle") is not None  # warm: connection open, scripts loaded
+    backend.release(sid, "cycle")
+    with own_redis.client() as admin:
+        before = server_counters([admin])
+        with counting_sends(monkeypatch) as sends:
+            for _ in range(10):
+                assert backend.acquire(sid, "cycle") is not None
+                backend.release(sid, "cycle")
+        after = server_counters([admin])
+    assert sends.count == 20
+    assert after[1] - before[1] == 20  # one script each
+    backend.close()
+
+
+def test_a_script_call_is_packed_by_hiredis_exactly_as_redis_py_packs_it() -> None:
+    """The hot path packs EVALSHA in one hiredis call: the bytes must be those redis-py would send."""
+    from django_simba.backends.redis.scripting import packer_for
+
+    connection = redis.Connection(encoding="utf-8")
+    command = ("EVALSHA", "f" * 40, 2, "simba:lease:{a.b}", "simba:marker", "0123abcd", "a.b", 0, 15000, 1.5)
+    pack = packer_for({"encoding": "UTF8"})
+    assert pack is not None
+    assert pack(command) == b"".join(connection.pack_command(*command))
+    assert packer_for({"encoding": "latin-1"}) is None  # hiredis encodes as UTF-8: redis-py's packer then
+    assert packer_for({"encoding_errors": "replace"}) is None

@@ -13,18 +13,7 @@ from django_simba.backends.redis import RedisBackend
 from django_simba.testing import EngineTCK
 from tests.servers.redis_cluster import RedisClusterProcesses
 
-
-def _backends(options: dict[str, object]) -> Iterator[Callable[[], RedisBackend]]:
-    built: list[RedisBackend] = []
-
-    def build() -> RedisBackend:
-        backend = RedisBackend(options, timeout=5)
-        built.append(backend)
-        return backend
-
-    yield build
-    for backend in built:
-        backend.close()
+from .conftest import built_backends
 
 
 class TestEngineOnRedis(EngineTCK):
@@ -32,7 +21,7 @@ class TestEngineOnRedis(EngineTCK):
 
     @pytest.fixture
     def build(self, shared_url: str) -> Iterator[Callable[[], RedisBackend]]:
-        yield from _backends({"url": shared_url})
+        yield from built_backends({"url": shared_url})
 
     @pytest.fixture
     def backend(self, build: Callable[[], RedisBackend]) -> RedisBackend:
@@ -48,4 +37,4 @@ class TestEngineOnRedisCluster(TestEngineOnRedis):
 
     @pytest.fixture
     def build(self, cluster: RedisClusterProcesses) -> Iterator[Callable[[], RedisBackend]]:
-        yield from _backends({"startup_nodes": cluster.startup_nodes, "cluster": True})
+        yield from built_backends({"startup_nodes": cluster.startup_nodes, "cluster": True})

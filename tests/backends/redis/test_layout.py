@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 import redis
 
 from django_simba.backends.redis import RedisBackend
+from django_simba.backends.redis.keys import IDLE_LEASE_MS
 from django_simba.testing import wait_until
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-def raw(shared_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(shared_url, decode_responses=True)
-    yield client
-    client.close()
 
 
 def test_keys_follow_the_reference_layout(
@@ -35,7 +28,7 @@ def test_keys_follow_the_reference_layout(
     assert 19_000 < raw.pttl(f"simba:session:{{{sid}}}") <= 20_000
     lease = raw.hgetall(f"simba:lease:{{{unique}}}")
     assert lease == {"session": sid, "token": str(grant.token), "expires": session["expires"]}
-    assert raw.ttl(f"simba:lease:{{{unique}}}") == -1
+    assert raw.ttl(f"simba:lease:{{{unique}}}") == -1  # a held hash never expires
     assert raw.zrange(f"simba:session:{{{sid}}}:leases", 0, -1) == [unique]
     assert raw.zrange(f"simba:session:{{{sid}}}:groups", 0, -1) == [unique]
     assert raw.pttl(f"simba:session:{{{sid}}}:leases") > 19_000
@@ -44,6 +37,7 @@ def test_keys_follow_the_reference_layout(
     shared_backend.release(sid, unique)
     assert raw.hget(f"simba:lease:{{{unique}}}", "session") == ""
     assert raw.hget(f"simba:lease:{{{unique}}}", "token") == str(grant.token)  # the token stays
+    assert 0 < raw.pttl(f"simba:lease:{{{unique}}}") <= IDLE_LEASE_MS  # for the idle time
     # the index keeps a released name until the next keep-alive, which drops it
     assert raw.zrange(f"simba:session:{{{sid}}}:leases", 0, -1) == [unique]
     assert shared_backend.keep_alive(sid, 20).owned == {}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fnmatch
 import tomllib
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -12,7 +11,14 @@ import pytest
 import redis
 
 from django_simba.backends.redis import scripts
-from django_simba.backends.redis.scripts import ALL_SCRIPTS, PRELUDE, constants_header, includes, read_lua
+from django_simba.backends.redis.scripts import (
+    ALL_SCRIPTS,
+    PRELUDE,
+    constants_header,
+    flags_line,
+    includes,
+    read_lua,
+)
 
 PACKAGE = "django_simba"
 LUA_DIR = ("backends", "redis", "lua")
@@ -37,14 +43,18 @@ def test_every_file_is_a_registered_script_or_an_included_fragment() -> None:
 def test_a_script_is_the_constants_the_prelude_its_fragments_and_its_file() -> None:
     for script in ALL_SCRIPTS:
         body = read_lua(f"{script.name}.lua")
-        parts = [constants_header(), read_lua(PRELUDE), *(read_lua(f) for f in includes(body)), body]
+        flags = flags_line(body)  # a ``#!lua flags=...`` line must stay first
+        fragments = [read_lua(f) for f in includes(body)]
+        parts = [flags, constants_header(), read_lua(PRELUDE), *fragments, body[len(flags) :]]
         assert script.source == "".join(parts), script.name
+    assert scripts.MARK.source.startswith("#!lua flags=allow-cross-slot-keys\n")
 
 
 def test_constants_come_from_the_key_layout() -> None:
     header = constants_header()
     assert "local LEASE_PREFIX = 'simba:lease:{'\n" in header
     assert "local RELEASED = 'released'\n" in header
+    assert "local IDLE_LEASE_MS = 60000\n" in header  # a number, not a string
     assert scripts.CONSTANTS["SESSION_PREFIX"] == "simba:session:{"
 
 
@@ -54,13 +64,6 @@ def test_package_data_ships_every_lua_file() -> None:
     for name in lua_files():
         path = "/".join((*LUA_DIR, name))
         assert any(fnmatch.fnmatch(path, pattern) for pattern in patterns), path
-
-
-@pytest.fixture
-def raw(shared_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(shared_url, decode_responses=True)
-    yield client
-    client.close()
 
 
 @pytest.mark.redis

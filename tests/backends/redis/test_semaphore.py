@@ -13,8 +13,7 @@ from django_simba.backends.redis import RedisBackend
 from django_simba.testing import SemaphoreTCK
 from tests.servers.redis_cluster import RedisClusterProcesses
 
-from .conftest import BACKEND_PATH
-from .test_engine_tck import _backends
+from .conftest import BACKEND_PATH, built_backends
 
 
 class TestSemaphoresOnRedis(SemaphoreTCK):
@@ -26,7 +25,7 @@ class TestSemaphoresOnRedis(SemaphoreTCK):
 
     @pytest.fixture
     def build(self, options: dict[str, Any]) -> Iterator[Callable[[], RedisBackend]]:
-        yield from _backends(options)
+        yield from built_backends(options)
 
     @pytest.fixture
     def backend(self, build: Callable[[], RedisBackend]) -> RedisBackend:

@@ -7,6 +7,8 @@ PID at the end. Without ZooKeeper the tests are skipped locally and fail under
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,6 +17,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from django_simba.backends.zookeeper import ZookeeperBackend, line
+from tests.backends.building import closing_all
 from tests.servers.zookeeper import (
     ZookeeperEnsemble,
     ZookeeperNode,
@@ -41,14 +44,36 @@ def zookeeper_cluster() -> Iterator[ZookeeperEnsemble]:
         yield ensemble
 
 
+@contextlib.contextmanager
+def kazoo_client(hosts: str, auth: list[tuple[str, str]] | None = None) -> Iterator[KazooClient]:
+    """A plain kazoo client (with ``auth``, those credentials), stopped on exit."""
+    client = KazooClient(hosts=hosts, auth_data=auth)
+    client.start(10)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
 @pytest.fixture
 def raw(zookeeper_server: ZookeeperNode) -> Iterator[KazooClient]:
-    """A plain kazoo client on the standalone server, to see what was really applied."""
-    client = KazooClient(hosts=zookeeper_server.hosts)
-    client.start(10)
-    yield client
-    client.stop()
-    client.close()
+    """A plain kazoo client on the standalone server, without credentials, to see what was
+    really applied (or to act as another client would: an intruder, an earlier run)."""
+    with kazoo_client(zookeeper_server.hosts) as client:
+        yield client
+
+
+@pytest.fixture
+def name() -> str:
+    """A lease or group name nobody used before."""
+    return f"name.{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def root() -> str:
+    """A root of the test's own: nothing made there before, by this test or an earlier one."""
+    return f"/simba-test-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture
@@ -61,16 +86,11 @@ def proxy(zookeeper_server: ZookeeperNode) -> Iterator[ZookeeperProxy]:
 @pytest.fixture
 def make_backend() -> Iterator[BackendFactory]:
     """Build backends (``make_backend(hosts, timeout=..., **options)``), all closed after the test."""
-    built: list[ZookeeperBackend] = []
 
-    def make(hosts: str, *, timeout: float = 5.0, **options: Any) -> ZookeeperBackend:
-        backend = ZookeeperBackend({"hosts": hosts, **options}, timeout=timeout)
-        built.append(backend)
-        return backend
+    def build(hosts: str, *, timeout: float = 5.0, **options: Any) -> ZookeeperBackend:
+        return ZookeeperBackend({"hosts": hosts, **options}, timeout=timeout)
 
-    yield make
-    for backend in built:
-        backend.close()
+    yield from closing_all(build)
 
 
 def held_node(raw: KazooClient, name: str, root: str = "/simba") -> tuple[str, bytes, Any] | None:

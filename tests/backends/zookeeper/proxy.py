@@ -65,20 +65,35 @@ class ZookeeperProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            try:
-                upstream = socket.create_connection((HOST, self.upstream_port), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            with self._mutex:
-                self._pairs.append((client, upstream))
-            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _relay(self, accepted: socket.socket) -> None:
+        client = self._client_side(accepted)
+        if client is None:
+            return
+        try:
+            upstream = socket.create_connection((HOST, self.upstream_port), timeout=5)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        with self._mutex:
+            self._pairs.append((client, upstream))
+        threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+        threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+
+    def _client_side(self, accepted: socket.socket) -> socket.socket | None:
+        """The socket to relay a client's bytes from (a subclass may wrap it, or refuse it)."""
+        return accepted
+
+    def _heard(self, request: bytes) -> None:
+        """Bytes a client sent (a subclass may keep them)."""
 
     def _pump(self, source: socket.socket, target: socket.socket, replies: bool) -> None:
         try:
             while data := source.recv(65536):
+                if not replies:
+                    self._heard(data)
                 with self._mutex:
                     swallow = self._swallow_replies if replies else self._swallow_requests
                 if not swallow:

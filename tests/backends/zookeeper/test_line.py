@@ -161,7 +161,7 @@ def test_a_refused_try_leaves_the_line_and_a_waiter_stays_in_it(
     requests = Requests(_session(backend, other))
     refused: list[Any] = []
     sent = requests.during(lambda: refused.append(backend.acquire(other, name)))
-    assert refused == [None] and sent == ["create", "get_children", "delete"]
+    assert refused == [None] and sent == ["create", "get_children", "exists", "delete"]  # a look once
     assert _line(raw, name) == [holder]
     sent = requests.during(lambda: refused.append(backend.acquire(other, name, wait=True)))
     assert refused[-1] is None and sent[:2] == ["create", "get_children"] and "delete" not in sent
@@ -172,6 +172,22 @@ def test_a_refused_try_leaves_the_line_and_a_waiter_stays_in_it(
     assert _line(raw, name) == [holder, other]
     backend.stop_waiting(other, name)
     assert _line(raw, name) == [holder]
+
+
+def test_a_try_refused_by_another_processs_holder_looks_at_its_node_once(
+    zookeeper_server: ZookeeperNode, make_backend: BackendFactory
+) -> None:
+    """Before refusing, a try makes sure the node ahead is a session's, not one planted there
+    (``foreign.py``): one look the first time this process meets that node, none after."""
+    name = _name()
+    holding = make_backend(zookeeper_server.hosts)  # another process
+    assert holding.acquire(holding.open_session(10.0, "holder").session_id, name) is not None
+    backend = make_backend(zookeeper_server.hosts)
+    other = backend.open_session(10.0, "other").session_id
+    requests = Requests(_session(backend, other))
+    first = requests.during(lambda: backend.acquire(other, name))
+    assert first == ["create", "get_children", "exists", "delete"]
+    assert requests.during(lambda: backend.acquire(other, name)) == ["create", "get_children", "delete"]
 
 
 def test_a_release_hands_the_name_to_the_next_in_line_only(

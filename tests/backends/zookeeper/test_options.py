@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import importlib.util
+import re
+import struct
 from typing import Any
 
 import pytest
+from django.test import override_settings
+from kazoo.protocol.serialization import Connect
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
 
+from django_simba import conf
 from django_simba.backends.zookeeper import ZookeeperBackend
 from django_simba.backends.zookeeper.client import negotiated_timeout, new_client
 from django_simba.backends.zookeeper.options import parse_options
+from django_simba.checks import check_settings
+from django_simba.engine import Engine, EngineConfig
 from django_simba.spi import ConfigurationError
 
 
@@ -33,6 +40,8 @@ from django_simba.spi import ConfigurationError
         ({"acl": 42}, "acl"),
         ({"tls": {"cafile": "/x"}}, "tls"),
         ({"tls": "yes"}, "tls"),
+        ({"tls": {"verify_certs": False}}, "check_hostname"),
+        ({"tls": {"check_hostname": "no"}}, "True or False"),
         ({"sasl": {"username": "u"}}, "mechanism"),
     ],
 )
@@ -95,3 +104,60 @@ def test_sasl_options_need_pure_sasl_and_reach_every_client() -> None:
     parsed = parse_options({"sasl": sasl}, timeout=5.0)
     assert parsed.security.client_kwargs()["sasl_options"] == sasl
     assert parsed.security.acl_for("/x") == CREATOR_ALL_ACL  # SASL identities count as credentials
+
+
+def test_tls_verifies_the_certificate_and_the_hostname_unless_told_by_name() -> None:
+    for tls in (True, {"ca": "/etc/ca.pem"}):
+        client = new_client(parse_options({"tls": tls}, timeout=5.0), session_timeout=5.0)
+        assert (client.use_ssl, client.verify_certs, client.check_hostname) == (True, True, True)
+    opted_out = parse_options({"tls": {"check_hostname": False}}, timeout=5.0)
+    assert new_client(opted_out, session_timeout=5.0).check_hostname is False
+    unverified = parse_options({"tls": {"verify_certs": False, "check_hostname": False}}, timeout=5.0)
+    assert new_client(unverified, session_timeout=5.0).verify_certs is False
+
+
+# -- the longest lease ZooKeeper can carry (issue 22.8) ---------------------------------------------
+
+THIRTY_DAYS = 30 * 86400.0
+ZK_RANGE = "at most 2147483 seconds (about 24.9 days) on the zookeeper backend"
+
+
+def test_the_longest_lease_is_what_kazoos_connect_request_can_carry() -> None:
+    longest = ZookeeperBackend.max_lease_duration
+    for lease, fits in ((longest, True), (longest + 1, False)):
+        client = new_client(parse_options({}, timeout=5.0), session_timeout=lease)
+        connect = Connect(0, 0, client._session_timeout, 0, b"\x00" * 16, False)
+        try:
+            connect.serialize()
+        except struct.error:
+            assert not fits, f"a lease of {lease} s does not fit kazoo's request"
+        else:
+            assert fits, f"a lease of {lease} s fits kazoo's request: the bound is too low"
+
+
+def test_a_lease_zookeeper_cannot_carry_is_refused_at_the_call_without_io() -> None:
+    """It passed the checks, then every session open failed at run time, retried for ever."""
+    backend = ZookeeperBackend({"hosts": "127.0.0.1:9", "connection_timeout": 0.2}, timeout=0.5)
+    try:
+        with pytest.raises(ValueError, match=re.escape(ZK_RANGE)):
+            backend.open_session(THIRTY_DAYS)
+        with pytest.raises(ValueError, match=re.escape(ZK_RANGE)):
+            backend.keep_alive("0000000000000001", THIRTY_DAYS)
+    finally:
+        backend.close()
+
+
+def test_a_lease_zookeeper_cannot_carry_is_a_check_error_and_refused_by_the_engine() -> None:
+    simba = {"BACKEND": "zookeeper", "LEASE_DURATION": THIRTY_DAYS, "RENEW_INTERVAL": 5}
+    with override_settings(SIMBA=simba):
+        messages = [m for m in check_settings() if m.id == "django_simba.E004"]
+        with pytest.raises(ConfigurationError, match="E004"):
+            conf.get_settings()
+    assert len(messages) == 1 and ZK_RANGE in messages[0].msg, messages
+    assert "maxSessionTimeout" in str(messages[0].hint)
+    with override_settings(SIMBA={**simba, "LEASE_DURATION": 20 * 86400.0}):
+        assert [m.id for m in check_settings()] == []  # within the range: the server may still cap it
+    backend = ZookeeperBackend({}, timeout=1)
+    with pytest.raises(ConfigurationError, match=re.escape(ZK_RANGE)):
+        Engine(backend, EngineConfig(lease_duration=THIRTY_DAYS, renew_interval=5))
+    backend.close()

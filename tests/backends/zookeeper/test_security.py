@@ -1,18 +1,17 @@
-"""Digest credentials, ACLs and TLS against real servers."""
+"""Digest credentials and ACLs against real servers (TLS: ``test_tls.py``)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, make_acl, make_digest_acl
 
-from django_simba.spi import BackendTimeout, BackendUnavailable
-from tests.conftest import server_missing
-from tests.servers.zookeeper import HOST, ZookeeperNode, ensure_installed, zookeeper_tls
+from django_simba.spi import BackendUnavailable
+from tests.servers.zookeeper import ZookeeperNode
 
 from .conftest import BackendFactory, held_node
 
@@ -24,11 +23,6 @@ DIGEST = [("digest", "simba:secret")]
 def everyone_reads(path: str) -> Sequence[ACL]:
     """An ACL provider: the backend's user may do anything, everyone else may only read."""
     return [make_digest_acl("simba", "secret", all=True), make_acl("world", "anyone", read=True)]
-
-
-@pytest.fixture
-def root() -> str:
-    return f"/simba-secure-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture
@@ -115,43 +109,3 @@ def test_acl_provider_by_dotted_path(
         reader.force_release(name)
     with pytest.raises(BackendUnavailable, match="NoAuth"):
         reader.open_session(10.0, "cannot create under the root")
-
-
-@pytest.fixture(scope="module")
-def tls_server() -> Iterator[tuple[ZookeeperNode, int, dict[str, str]]]:
-    reason = ensure_installed()
-    if reason:
-        server_missing(reason)
-    try:
-        with zookeeper_tls() as started:
-            yield started
-    except RuntimeError as error:
-        server_missing(f"a TLS ZooKeeper ({error})")
-
-
-def test_every_client_speaks_tls(
-    tls_server: tuple[ZookeeperNode, int, dict[str, str]], make_backend: BackendFactory, name: str
-) -> None:
-    _, port, files = tls_server
-    tls = {"ca": files["ca"], "certfile": files["client"], "keyfile": files["client_key"]}
-    backend = make_backend(f"{HOST}:{port}", tls=tls)
-    sid = backend.open_session(10.0, "over tls").session_id  # a session client
-    grant = backend.acquire(sid, name)
-    assert grant is not None
-    backend.join(sid, name)
-    info = backend.owner(name)  # the shared client
-    assert info is not None and info.token == grant.token
-    assert [m.session_id for m in backend.members(name)] == [sid]
-    assert backend.keep_alive(sid, 10.0).owned == {name: grant.token}
-    backend.close_session(sid)
-    assert backend.owner(name) is None
-
-
-def test_tls_port_refuses_clients_without_a_certificate(
-    tls_server: tuple[ZookeeperNode, int, dict[str, str]], make_backend: BackendFactory
-) -> None:
-    _, port, files = tls_server
-    for options in ({"tls": {"ca": files["ca"]}}, {}):
-        backend = make_backend(f"{HOST}:{port}", timeout=1.0, **options)
-        with pytest.raises((BackendTimeout, BackendUnavailable)):
-            backend.open_session(10.0, "refused")

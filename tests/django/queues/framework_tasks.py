@@ -9,7 +9,7 @@ import os
 import time
 
 from django_simba.decorators import current_term
-from django_simba.task_framework import singleton_task
+from django_simba.task_framework import singleton_django_task
 
 from . import PREFIX
 
@@ -18,7 +18,7 @@ RUNS = os.environ.get("SIMBA_TASK_RUNS", os.devnull)
 WORK = 0.2
 
 
-@singleton_task(f"{PREFIX}:serial", timeout=120)
+@singleton_django_task(f"{PREFIX}:serial", timeout=120)
 def serial(n: int) -> dict[str, int]:
     term = current_term()
     assert term is not None
@@ -31,6 +31,6 @@ def serial(n: int) -> dict[str, int]:
     return {"n": n, "token": term.token}
 
 
-@singleton_task(f"{PREFIX}:busy")
+@singleton_django_task(f"{PREFIX}:busy")
 def busy(n: int) -> int:
     return n

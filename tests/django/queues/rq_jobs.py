@@ -15,3 +15,10 @@ def locked_report(x: int) -> dict[str, int]:
 @singleton_task(f"{PREFIX}:rq-leader")
 def leader_report(x: int) -> int:
     return x
+
+
+@singleton_task(f"{PREFIX}:rq-invoice:{{invoice_id}}", mode="lock")
+def invoice_report(invoice_id: int) -> dict[str, object]:
+    term = current_term()
+    assert term is not None
+    return {"invoice": invoice_id, "name": term.name}

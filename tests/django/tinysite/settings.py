@@ -9,7 +9,13 @@ ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 ROOT_URLCONF = "tests.django.tinysite.urls"
 USE_TZ = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "django_simba"]
+# The app that starts an election comes first, so its ready() runs before django_simba's.
+INSTALLED_APPS = [
+    "tests.django.tinysite.scheduler",
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "django_simba",
+]
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",

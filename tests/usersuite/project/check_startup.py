@@ -5,7 +5,7 @@ import sys
 
 from shop import startup
 
-from django_simba.apps import autostart_decision
+from django_simba.servers.autostart import autostart_decision
 
 
 def test_no_engine_was_started_when_django_started() -> None:

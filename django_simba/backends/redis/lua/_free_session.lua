@@ -6,7 +6,7 @@ local function free_session(sid, leases_key, groups_key, now)
     local key = lease_key(name)
     local fields = redis.call('HMGET', key, 'session', 'expires')
     if fields[1] == sid and (not now or (tonumber(fields[2]) or 0) <= now) then
-      redis.call('HSET', key, 'session', '')
+      free(key)
       redis.call('PUBLISH', key, RELEASED)
     end
   end

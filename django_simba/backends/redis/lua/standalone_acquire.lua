@@ -1,13 +1,18 @@
--- KEYS: session, lease index, lease, line. ARGV: session id, name, wait (1: join the line if refused),
--- replicated (1: a WAIT follows). Returns {-1} session expired, {0} held by another,
--- {1, token, ms} already held, {2, token, ms} new term.
+-- KEYS: session, lease index, lease, line, marker. ARGV: session id, name, wait (1: join the line if
+-- refused), replicated (1: a WAIT follows). Returns {-1} session expired, {0} held by another,
+-- {1, token, ms} already held, {2, token, ms} new term, {3, ms, began} no new term for ms more
+-- (began: 1 when this call found the server's data lost; see _marker.lua).
+-- include: _marker.lua
 -- include: _grant.lua
-local now = now_ms()
+local now, now_us = clock()
 local sid = ARGV[1]
 local expires = session_expiry(KEYS[1], now)
 if not expires then return {-1} end
 local fields = redis.call('HMGET', KEYS[3], 'session', 'token', 'expires')
+local lease = tonumber(redis.call('HGET', KEYS[1], 'lease')) or (expires - now)
+local held_back, since, began = epoch(KEYS[5], lease, now, now_us, server_run())
 local holder = held_by(fields, now)
+if holder and not of_epoch(fields[2], since) then holder = nil end
 if holder then
   if holder ~= sid then
     if ARGV[3] == '1' then
@@ -27,6 +32,7 @@ if holder then
   end
   return {1, tonumber(fields[2]), tonumber(fields[3]) - now}  -- listed in the index since its grant
 end
-local token = grant(KEYS[3], KEYS[2], ARGV[2], fields, sid, expires, now)
+if held_back > 0 then return {3, held_back, began} end
+local token = grant(KEYS[3], KEYS[2], ARGV[2], fields, sid, expires, now, since, now_us)
 redis.call('ZREM', KEYS[4], sid)
 return {2, token, expires - now}

@@ -2,7 +2,7 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-from django_simba.integrations.asgi import SimbaLifespan
+from django_simba.servers.asgi import SimbaLifespan
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "deploysite.settings")
 django_application = get_asgi_application()

@@ -2,8 +2,9 @@
 
 Everything the tests vary comes from the environment: the Redis URL (``SIMBA_REDIS_URL``),
 the election its app starts in ``ready()`` (``DEPLOY_ELECTION``), extra ``SIMBA`` keys
-(``DEPLOY_SIMBA``, JSON) and databases (``DEPLOY_DATABASES``, JSON: the database backend's tests
-point ``default`` at the test run's database).
+(``DEPLOY_SIMBA``, JSON), a beat's queue and election (``DEPLOY_BEAT_QUEUE``,
+``DEPLOY_BEAT_ELECTION``) and databases (``DEPLOY_DATABASES``, JSON: the database backend's
+tests point ``default`` at the test run's database).
 """
 
 import json
@@ -27,6 +28,13 @@ SIMBA = {
     **json.loads(os.environ.get("DEPLOY_SIMBA") or "{}"),
 }
 CELERY_BROKER_URL = REDIS_URL
+# A beat test names its queue and its election: one tick every half second, sent by the leading beat.
+if os.environ.get("DEPLOY_BEAT_QUEUE"):
+    CELERY_BEAT_SCHEDULER = "django_simba.integrations.celery_beat:LeaderScheduler"
+    CELERY_BEAT_SIMBA_ELECTION = os.environ["DEPLOY_BEAT_ELECTION"]
+    _QUEUE = os.environ["DEPLOY_BEAT_QUEUE"]
+    _TICK = {"task": "deploysite.tick", "schedule": 0.5, "options": {"queue": _QUEUE}}
+    CELERY_BEAT_SCHEDULE = {"tick": _TICK}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -1,7 +1,9 @@
 """The settings of a user's shop, as the documentation tells a user to write them.
 
-``SHOP_DB`` (sqlite | postgresql) picks the database and ``SHOP_SIMBA`` (database | memory)
-the backend of the test run; ``SHOP_DIR`` is where the SQLite files live.
+``SHOP_DB`` (sqlite | sqlite-default | postgresql) picks the database and ``SHOP_SIMBA``
+(database | memory) the backend of the test run; ``SHOP_DIR`` is where the SQLite files live.
+``sqlite-default`` is SQLite as a new project has it: one file, no router, django-simba's tables
+beside the shop's (and in tests, pytest-django's in-memory database).
 """
 
 import os
@@ -29,6 +31,9 @@ if KIND == "sqlite":
     }
     DATABASE_ROUTERS = ["django_simba.routers.SimbaRouter"]
     SIMBA_OPTIONS = {"alias": "simba"}
+elif KIND == "sqlite-default":
+    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": DIR / "db.sqlite3"}}
+    SIMBA_OPTIONS = {}
 else:
     DATABASES = {
         "default": {

@@ -1,0 +1,1 @@
+"""An app of the tiny project that does what users do while the application loads."""
