@@ -33,7 +33,8 @@ def replica(own_redis: RedisProcess) -> Iterator[RedisProcess]:
 
 @pytest.fixture
 def replicated(own_redis: RedisProcess, replica: RedisProcess) -> Iterator[RedisBackend]:
-    backend = RedisBackend({"url": own_redis.url, "wait_replicas": 1}, timeout=1)
+    # WAIT waits half the timeout: 1.5 s, for a replica that a loaded machine schedules late
+    backend = RedisBackend({"url": own_redis.url, "wait_replicas": 1}, timeout=3)
     yield backend
     backend.close()
 
@@ -54,7 +55,7 @@ def once_acknowledged(call: Callable[[], object]) -> None:
 def test_wait_replicas_counts_a_term_only_once_replicated(
     own_redis: RedisProcess, replica: RedisProcess
 ) -> None:
-    one = RedisBackend({"url": own_redis.url, "wait_replicas": 1}, timeout=2)
+    one = RedisBackend({"url": own_redis.url, "wait_replicas": 1}, timeout=4)
     sid = one.open_session(30).session_id
     grant = one.acquire(sid, "replicated")
     assert grant is not None
