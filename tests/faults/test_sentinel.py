@@ -39,22 +39,22 @@ pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
 
 @pytest.fixture
 def sentinel_set() -> Iterator[SentinelSet]:
-    with started_set(replication_proxy=False) as servers:
+    with started_set() as servers:
         yield servers
 
 
 @pytest.fixture
 def partitioned_set() -> Iterator[SentinelSet]:
-    """Like ``sentinel_set``, with the replicas' links to the first primary through freezable proxies."""
-    with started_set(replication_proxy=True) as servers:
+    """Like ``sentinel_set``; the test cuts the replicas off (``SentinelSet.cut_replication``)."""
+    with started_set() as servers:
         yield servers
 
 
 @contextlib.contextmanager
-def started_set(*, replication_proxy: bool) -> Iterator[SentinelSet]:
+def started_set() -> Iterator[SentinelSet]:
     if not shutil.which(REDIS_SERVER):
         server_missing(f"{REDIS_SERVER} (to start Redis servers and Sentinels of the tests' own)")
-    with redis_sentinel(replicas=2, replication_proxy=replication_proxy) as servers:
+    with redis_sentinel(replicas=2) as servers:
         yield servers
 
 
@@ -86,6 +86,7 @@ def kill_primary_and_judge(run: FaultRun, servers: SentinelSet, fault: str, note
     highest = max(e["token"] for e in fleet.events() if e["e"] == "acquired")
     fault_at = time.monotonic()
     killed = servers.kill_primary()
+    servers.heal_replication()  # the dead primary can no longer be caught up with
     promoted, promoted_at = servers.wait_for_new_primary(killed)
     failover = promoted_at - fault_at
     with servers.server_client(promoted) as new_primary:
@@ -130,7 +131,7 @@ def test_replicas_behind_when_the_primary_dies(
     was missing on the replica."""
     fleet = start_fleet(fault_run, partitioned_set, "redis-sentinel behind", wait_replicas)
     cut_at = time.monotonic()
-    partitioned_set.freeze_replication()
+    partitioned_set.cut_replication()
     if wait_replicas:
         # nothing is acknowledged now: renewals fail, and new terms are given back
         def refused_for_want_of_replicas() -> dict[str, Any] | None:

@@ -19,7 +19,6 @@ from pathlib import Path
 import redis
 
 from django_simba.testing.redis_fixtures import assume_nothing_lost
-from tests.backends.database.proxy import FreezableProxy
 
 from .processes import ServerProcess
 from .redis_cluster import HOST, REDIS_SERVER, RedisProcess, _wait, free_port
@@ -105,7 +104,6 @@ class SentinelSet:
         sentinels: int = 3,
         sentinel_password: str | None = None,
         primary_password: str | None = None,
-        replication_proxy: bool = False,
     ) -> None:
         self.directory = directory
         self.service = service or f"{SERVICE}-{uuid.uuid4().hex[:8]}"
@@ -117,10 +115,6 @@ class SentinelSet:
         sync = ("--repl-diskless-sync-delay", "0")
         self.primary = RedisProcess(directory / "primary", *auth, *sync)
         self.replicas = [RedisProcess(directory / f"replica{i}", *auth, *sync) for i in range(replicas)]
-        #: With ``replication_proxy``, each replica's link to the first primary goes through a proxy
-        #: the test can freeze: the replica then misses every write, as behind a network partition.
-        self.replication_proxy = replication_proxy
-        self.proxies: list[FreezableProxy] = []
         quorum = sentinels // 2 + 1
         self.sentinels = [
             SentinelProcess(directory / f"sentinel{i}", self.primary, self.service, quorum=quorum,
@@ -147,11 +141,7 @@ class SentinelSet:
                 options["password"] = self.primary_password
             assume_nothing_lost(options)
             for replica in self.replicas:
-                port = self.primary.port
-                if self.replication_proxy:
-                    self.proxies.append(FreezableProxy(HOST, port))
-                    port = self.proxies[-1].port
-                replica.extra += ["--replicaof", HOST, str(port)]
+                replica.extra += ["--replicaof", HOST, str(self.primary.port)]
                 replica.start()
             _wait(self._replicas_in_sync, "every replica in sync with the primary", timeout=30)
             for sentinel in self.sentinels:
@@ -225,17 +215,33 @@ class SentinelSet:
         address = self.primary_address()
         return next(s for s in self.servers if (HOST, s.port) == address), seen
 
-    def freeze_replication(self) -> None:
-        """The replicas hear nothing more from the first primary, which hears no acknowledgement."""
-        assert self.proxies, "start the set with replication_proxy=True"
-        for proxy in self.proxies:
-            proxy.freeze()
+    def cut_replication(self) -> None:
+        """The replicas hear nothing more from the current primary, which hears no acknowledgement.
+
+        Each replica is given a wrong ``masterauth`` and its link is closed: every reconnection then
+        fails its AUTH, as behind a partition. Its configured primary stays the same, so the Sentinels
+        do not "fix" it (they point a replica whose primary differs from theirs back at it, which
+        undid a proxy in the link in slow runs), and they may still promote it.
+        """
+        for replica in self.replicas:
+            with self.server_client(replica) as client:
+                client.config_set("masterauth", f"not-{uuid.uuid4().hex}")
+        with self.server_client(self.primary) as client:
+            client.client_kill_filter(_type="replica")
+            _wait(lambda: int(client.info("replication")["connected_slaves"]) == 0, "replicas cut off")
+
+    def heal_replication(self) -> None:
+        """Undo :meth:`cut_replication` on the servers still alive, so that the Sentinels can attach
+        the other replicas to the one they promote (call it once the cut-off primary is dead)."""
+        for server in self.servers:
+            if server.process is None or server.process.poll() is not None:
+                continue
+            with self.server_client(server) as client:
+                client.config_set("masterauth", self.primary_password or "")
 
     def stop(self) -> None:
         for process in [*self.sentinels, *self.servers]:
             process.stop()
-        for proxy in self.proxies:
-            proxy.close()
 
 
 @contextlib.contextmanager
