@@ -412,8 +412,7 @@ def test_run_stops_the_command_before_its_term_can_end_when_renewals_fail(tmp_pa
     argv = ["simba_run", "--lock", name, "--kill-after", "2", "--", sys.executable, "-c", script]
     process = child(*argv, simba=simba)
     try:
-        wait_until((tmp_path / "pid").exists, 30, message="the command started")
-        pid = int((tmp_path / "pid").read_text())
+        pid = int(wait_until(lambda: _written(tmp_path / "pid"), 30, message="the command started"))
         holder = direct.owner(name)
         assert holder is not None
         proxy.freeze()  # renewals go nowhere from now on
@@ -424,8 +423,9 @@ def test_run_stops_the_command_before_its_term_can_end_when_renewals_fail(tmp_pa
             return time.monotonic() + info.remaining
 
         expires_at = lease_expires_at()
-        wait_until((tmp_path / "term").exists, 20, message="the command got SIGTERM")
-        warned_at = float((tmp_path / "term").read_text())
+        warned_at = float(
+            wait_until(lambda: _written(tmp_path / "term"), 20, message="the command got SIGTERM")
+        )
         expires_at = max(expires_at, lease_expires_at())  # still held on Redis when SIGTERM came
         wait_until(lambda: _gone(pid), 20, interval=0.005, message="the command is gone")
         gone_at = time.monotonic()
@@ -438,6 +438,14 @@ def test_run_stops_the_command_before_its_term_can_end_when_renewals_fail(tmp_pa
     assert warned_at < gone_at < expires_at, (warned_at, gone_at, expires_at)
     assert process.returncode == 3, (out, err)
     assert "renewals" in err
+
+
+def _written(path: Path) -> str:
+    """The file's text, empty until it exists (``write_text`` creates the file, then writes)."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
 
 
 def _gone(pid: int) -> bool:
