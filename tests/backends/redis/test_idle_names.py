@@ -95,8 +95,9 @@ def test_every_way_a_term_ends_starts_the_idle_time(backend: RedisBackend, raw: 
 def test_the_purge_gives_a_crashed_holders_hash_its_idle_time(
     backend: RedisBackend, raw: redis.Redis
 ) -> None:
-    crashed = backend.open_session(0.3, "crashed").session_id
+    crashed = backend.open_session(30, "crashed").session_id
     assert backend.acquire(crashed, "orphan") is not None
+    backend.keep_alive(crashed, 0.05)  # its last renewal: the holder crashes now
     raw.hset(lease_key("old-version"), mapping={"session": "", "token": 7, "expires": 1})  # never expires
     wait_until(lambda: not raw.exists(f"simba:session:{{{crashed}}}"), 5, message="the session expired")
     assert raw.pttl(lease_key("orphan")) == -1  # nobody ended its term
