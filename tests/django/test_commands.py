@@ -375,7 +375,8 @@ def test_a_stop_signal_ends_the_wait_for_the_lock_at_once(backend, signum):
         process.kill()
     assert process.returncode == 128 + signum, (out, err)
     assert f"stopped by {signal.Signals(signum).name} while waiting for 'cron:wait'" in err
-    assert not any(s.metadata == "waiting-child" for s in backend.sessions())  # closed on the way out
+    left = [s for s in backend.sessions() if s.metadata == "waiting-child"]
+    assert not left, (left, err)  # closed on the way out (err says why a close failed)
     assert backend.owner("cron:wait").session_id == other
     backend.close_session(other)
 
