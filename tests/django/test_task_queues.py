@@ -86,6 +86,25 @@ def celery_worker_argv(queue: str, *, concurrency: int, hostname: str | None = N
     ]
 
 
+def rq_worker_argv(redis_url: str, queue: str) -> list[str]:
+    """An RQ worker that empties ``queue`` and quits, with RQ's JSON serializer.
+
+    Its class listens for no commands, so that it quits at once (``tests/django/rq_worker.py``).
+    """
+    return [
+        console_script("rq"),
+        "worker",
+        "--burst",
+        "--worker-class",
+        "tests.django.rq_worker.CommandlessWorker",
+        "--url",
+        redis_url,
+        "--serializer",
+        "rq.serializers.JSONSerializer",
+        queue,
+    ]
+
+
 def celery_client(redis_url: str) -> Any:
     """A Celery app that sends tasks and reads results in JSON, as the workers do."""
     import celery
@@ -207,16 +226,7 @@ def test_rq_with_its_json_serializer_stores_skipped_jobs_as_finished(redis_url, 
     assert backend.acquire(other, f"{prefix}:rq-leader") is not None
     skipped = [queue.enqueue("tests.django.queues.rq_jobs.locked_report", i) for i in range(5)]
     led = queue.enqueue("tests.django.queues.rq_jobs.leader_report", 1)
-    argv = [
-        console_script("rq"),
-        "worker",
-        "--burst",
-        "--url",
-        redis_url,
-        "--serializer",
-        "rq.serializers.JSONSerializer",
-        queue.name,
-    ]
+    argv = rq_worker_argv(redis_url, queue.name)
     try:
         with running(argv, worker_environ(redis_url, prefix)) as (process, output):
             process.wait(120)
@@ -250,8 +260,7 @@ def test_rq_jobs_named_per_invoice_skip_only_the_invoice_held(redis_url, prefix,
     assert backend.acquire(other, f"{prefix}:rq-invoice:1") is not None
     jobs = [queue.enqueue("tests.django.queues.rq_jobs.invoice_report", invoice) for invoice in (1, 2)]
     jobs.append(queue.enqueue("tests.django.queues.rq_jobs.invoice_report", invoice_id=3))
-    argv = [console_script("rq"), "worker", "--burst", "--url", redis_url, "--serializer",
-            "rq.serializers.JSONSerializer", queue.name]  # fmt: skip
+    argv = rq_worker_argv(redis_url, queue.name)
     try:
         with running(argv, worker_environ(redis_url, prefix)) as (process, output):
             process.wait(120)
