@@ -35,7 +35,7 @@ def run_suite(
     tmp_path: Path, environ: dict[str, str], *arguments: str, target: str = "."
 ) -> tuple[dict[str, int], str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "DJANGO_"))}
-    env.update(environ, SHOP_DIR=str(tmp_path), PYTHONDONTWRITEBYTECODE="1")
+    env.update(environ, SHOP_DIR=str(tmp_path))
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", target, "-q", *arguments],
         cwd=PROJECT,
