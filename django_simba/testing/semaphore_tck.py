@@ -27,7 +27,6 @@ without it the tests that need other processes are skipped.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import threading
@@ -43,6 +42,7 @@ from ..spi import LeaseBackend
 from ..spi.clock import local_clock
 from ..spi.dotted import import_dotted
 from .engine_tck import EngineFactory, EngineKit
+from .racers import process_context
 from .waiting import wait_until
 
 Spec = tuple[str, dict[str, Any]]
@@ -73,7 +73,7 @@ class SemaphoreTCK(EngineKit):
         each holder once it has its permit and lowered before it releases, never passes three,
         and per permit the tokens, in the order holders entered, strictly increase."""
         spec = _required(backend_spec)
-        context = multiprocessing.get_context("spawn")
+        context = process_context(spec)
         permits, processes, rounds = 3, 4, 6
         holding, peak, entries = (context.Value("i", 0) for _ in range(3))
         shared = (context.Lock(), holding, peak, entries)
@@ -113,7 +113,7 @@ class SemaphoreTCK(EngineKit):
         """Another process holds both permits and is killed with SIGKILL: a waiter here gets a
         permit within a lease, a retry (half a renew interval and its jitter) and the margin."""
         spec = _required(backend_spec)
-        context = multiprocessing.get_context("spawn")
+        context = process_context(spec)
         ready = context.Queue()
         holder = context.Process(
             target=_hold_in_process, args=(spec, self.config(metadata="victim"), name, 2, ready), daemon=True

@@ -16,7 +16,7 @@ module and providing a ``backend`` fixture::
 
 Optionally provide ``backend_spec``, a picklable ``(factory_path, kwargs)``
 where ``factory_path`` names a callable returning a backend, to run the
-multi-process test (the factory runs in a fresh spawned process). Tests use fresh, unique names, so
+multi-process test (the factory runs in a fresh process: :mod:`.racers`). Tests use fresh, unique names, so
 they can share a server with other data.
 """
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import multiprocessing
 import threading
 import time
 import uuid
@@ -45,6 +44,7 @@ from ..spi import (
     SessionExpired,
 )
 from ..spi.dotted import import_dotted
+from .racers import process_context
 from .waiting import wait_until
 
 NAME_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"
@@ -478,7 +478,7 @@ class BackendTCK:
     ) -> None:
         if backend_spec is None:
             pytest.skip("no backend_spec: the backend cannot be built in another process")
-        context = multiprocessing.get_context("spawn")
+        context = process_context(backend_spec)
         with context.Pool(4) as pool:
             results = pool.starmap(_race_in_process, [(backend_spec, name, 15)] * 4)
         tokens = [token for result in results for token in result]
