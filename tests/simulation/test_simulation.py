@@ -130,6 +130,7 @@ PREMISES = [
 ]
 
 
+@pytest.mark.slow  # 60 seeds each: with the sweep in the full tier (the fast tier has its short sweep)
 @pytest.mark.parametrize(("premise", "expected"), PREMISES, ids=[p.value for p, _ in PREMISES])
 def test_each_premise_breaks_the_invariants_it_must(premise: Premise, expected: set[str]):
     config = SimulationConfig(seed=0, premises=frozenset({premise}))
@@ -148,6 +149,7 @@ BREAKING_PREMISES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("premise", "seeds"), BREAKING_PREMISES, ids=[p.value for p, _ in BREAKING_PREMISES])
 def test_the_premise_is_what_breaks_them(premise: Premise, seeds: int):
     broken = run_seeds(range(seeds), SimulationConfig(seed=0, premises=frozenset({premise})))
