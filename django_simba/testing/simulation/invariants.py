@@ -147,8 +147,12 @@ class Checker:
 
     def process_ran(self, process: SimProcess, alive: Sequence[SimProcess]) -> None:
         """Code of ``process`` just ran: look at what it believes now."""
-        seen = self._seen.get(process, {})
         terms = process.app.beliefs()
+        seen = self._seen.get(process)
+        if not seen:
+            if not terms:
+                return  # believed nothing and believes nothing: most steps of a process that leads nothing
+            seen = {}
         local_now = process.runtime.now()
         changed: set[str] = set()
         for term in terms:
@@ -169,8 +173,9 @@ class Checker:
                     changed.add(term.name)
         # the deadlines as of now: a renewal in this step may have moved them
         self._seen[process] = {term: local_now + term.remaining for term in terms}
-        for name in sorted(changed):
-            self.check_name(name, alive)
+        if changed:
+            for name in sorted(changed):
+                self.check_name(name, alive)
 
     def name_granted(self, name: str, alive: Sequence[SimProcess]) -> None:
         """The backend granted ``name``: whoever still believes an older term is wrong now."""
