@@ -122,10 +122,12 @@ class World:
         return next(self._pids)
 
     def schedule(
-        self, when: float, fn: Callable[[], None], *, owner: SimProcess | None = None, local_due: float = 0.0
+        self, when: float, fn: Callable[[], None], owner: SimProcess | None = None, local_due: float = 0.0
     ) -> WorldEvent:
         event = WorldEvent(fn, owner, local_due)
-        heapq.heappush(self._heap, (max(when, self.now), next(self._sequence), event))
+        now = self.now
+        # max(when, now) without the call: this runs for every event
+        heapq.heappush(self._heap, (now if now > when else when, next(self._sequence), event))
         return event
 
     # -- running -----------------------------------------------------------------------
@@ -187,10 +189,12 @@ class World:
 
     def _loop(self, until: float) -> None:
         heap = self._heap
+        pop = heapq.heappop
         every_event = self.config.check_every_event
         checker = self.checker
+        ran, granted = self.ran, self._granted
         while heap and heap[0][0] <= until:
-            when, _, event = heapq.heappop(heap)
+            when, _, event = pop(heap)
             if event.cancelled:
                 continue
             self.now = when
@@ -201,8 +205,9 @@ class World:
                 if owner.paused:
                     owner.held.append(event)
                     continue
-                if event.local_due > owner.runtime.floor:
-                    owner.runtime.floor = event.local_due
+                runtime = owner.runtime
+                if event.local_due > runtime.floor:
+                    runtime.floor = event.local_due
             self.current = owner
             event.fn()
             self.current = None
@@ -213,13 +218,14 @@ class World:
                 checker.check_all(self.alive)
             elif owner is not None:
                 checker.process_ran(owner, self.alive)
-            for process in self.ran:  # process code run by a world event (start, resign, stand, fork)
-                if not process.stopped:
-                    checker.process_ran(process, self.alive)
-            for name in self._granted:
-                checker.name_granted(name, self.alive)
-            self.ran.clear()
-            self._granted.clear()
+            if ran or granted:  # rarely: most events start, grant and fork nothing
+                for process in ran:  # process code run by a world event (start, resign, stand, fork)
+                    if not process.stopped:
+                        checker.process_ran(process, self.alive)
+                for name in granted:
+                    checker.name_granted(name, self.alive)
+                ran.clear()
+                granted.clear()
 
     def _recovery_due(self) -> float | None:
         """When every name must have a leader again: every fault settled, then the recovery bound."""
