@@ -69,7 +69,8 @@ class ProcessRuntime(VirtualRuntime):
 
     def at_local(self, when: float, fn: Callable[[], None]) -> WorldEvent:
         """Run ``fn`` in this process at local time ``when`` (on whichever thread asks)."""
-        return self._world.schedule(self.world_time(when), fn, owner=self._process, local_due=when)
+        # world_time(when), inlined: the engine's and the workload's every timer comes here
+        return self._world.schedule((when - self.offset) / self.rate, fn, self._process, when)
 
     def _at(self, when: float, fn: Callable[[], None]) -> Timer:
         if not self.threads:
@@ -154,7 +155,8 @@ class SimProcess:
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the process's own thread (its workload), after ``delay`` local seconds."""
-        self.runtime.at_local(self.runtime.now() + max(0.0, delay), fn)
+        runtime = self.runtime
+        runtime.at_local(runtime.now() + (delay if delay > 0.0 else 0.0), fn)  # max(0.0, delay), no call
 
     def __repr__(self) -> str:
         state = "stopped" if self.stopped else "paused" if self.paused else "running"
