@@ -103,10 +103,12 @@ class Application:
                 term = election.term
                 if term is not None:
                     valid.append(term)
-        for term in self.held.values():
-            if term.is_valid():
-                valid.append(term)
-        self.sharing.add_beliefs(valid)
+        if self.held:  # the oracle asks after every step: no loop or call for what is not there
+            for term in self.held.values():
+                if term.is_valid():
+                    valid.append(term)
+        if self.sharing.used:
+            self.sharing.add_beliefs(valid)
         return valid
 
     def believed(self, name: str) -> list[Term]:

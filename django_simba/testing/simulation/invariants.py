@@ -171,8 +171,11 @@ class Checker:
                 if term not in terms:
                     self._lapsed.add(term)
                     changed.add(term.name)
-        # the deadlines as of now: a renewal in this step may have moved them
-        self._seen[process] = {term: local_now + term.remaining for term in terms}
+        # the deadlines as of now: a renewal in this step may have moved them (a loop, not a
+        # comprehension: cheaper for the few terms a process holds, at every step)
+        deadlines = self._seen[process] = {}
+        for term in terms:
+            deadlines[term] = local_now + term.remaining
         if changed:
             for name in sorted(changed):
                 self.check_name(name, alive)
