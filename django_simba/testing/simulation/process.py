@@ -72,6 +72,12 @@ class ProcessRuntime(VirtualRuntime):
         # world_time(when), inlined: the engine's and the workload's every timer comes here
         return self._world.schedule((when - self.offset) / self.rate, fn, self._process, when)
 
+    def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
+        # VirtualRuntime's with _at() and max() inlined: every timer of the engine comes here
+        if not self.threads:
+            return _NoThread()
+        return self.at_local(self.now() + (delay if delay > 0.0 else 0.0), fn)
+
     def _at(self, when: float, fn: Callable[[], None]) -> Timer:
         if not self.threads:
             return _NoThread()
