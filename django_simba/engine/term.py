@@ -81,7 +81,8 @@ class Term:
         """Seconds this process may still act as holder without a renewal (0 once invalid)."""
         if self._ended is not None:
             return 0.0
-        return max(0.0, self._deadline - self._clock())
+        left = self._deadline - self._clock()
+        return left if left > 0.0 else 0.0  # max(0.0, left) without the call: read at every step
 
     @property
     def ended(self) -> EndReason | None:
