@@ -17,8 +17,16 @@ NAME_ALPHABET = "A-Z a-z 0-9 . _ : -"
 _NAME_CHARACTERS = re.compile(r"[A-Za-z0-9._:-]*\Z")
 
 
+#: Names found valid before (exact ``str`` only, so equal means the same characters): every backend
+#: call validates its name, and a process uses a few names over and over. Bounded, as names may not be.
+_VALID_NAMES: set[str] = set()
+_VALID_NAMES_KEPT = 1024
+
+
 def validate_name(name: object) -> str:
     """Return ``name`` when it is a valid lease or group name, else raise :class:`InvalidName`."""
+    if type(name) is str and name in _VALID_NAMES:
+        return name
     if not isinstance(name, str):
         raise InvalidName(name, f"must be a str, not {type(name).__name__}")
     if not name:
@@ -30,6 +38,8 @@ def validate_name(name: object) -> str:
         raise InvalidName(name, f"character {bad!r} is not one of {NAME_ALPHABET}")
     if name in (".", ".."):
         raise InvalidName(name, "must not be '.' or '..'")
+    if type(name) is str and len(_VALID_NAMES) < _VALID_NAMES_KEPT:
+        _VALID_NAMES.add(name)
     return name
 
 
