@@ -122,7 +122,9 @@ class Application:
             if term.name == name and term.is_valid():
                 valid.append(term)
         if self.sharing.used:
-            valid.extend(term for term in self.sharing.beliefs() if term.name == name)
+            for term in self.sharing.beliefs():  # a loop, not a generator: the oracle asks often
+                if term.name == name:
+                    valid.append(term)
         return valid
 
     # -- elections ----------------------------------------------------------------------
