@@ -101,7 +101,7 @@ class VirtualRuntime:
                 self.callback_errors += 1
                 logger.exception("callback raised")
 
-        self._at(self.now(), run)
+        self._run_at(self.now(), run)
 
     def start(self) -> None:
         self.running = True
@@ -150,14 +150,14 @@ class VirtualRuntime:
             if not answered:
                 return  # its timeout is on its way already
             if outcome is None:
-                self._at(sent + self.timeout, timed_out)
+                self._run_at(sent + self.timeout, timed_out)
             else:
-                self._at(answered_at, lambda: finish(outcome))
+                self._run_at(answered_at, lambda: finish(outcome))
 
         if not fate.lose_request:
             self._deliver(sent + fate.request_delay, apply)
         if not answered:
-            self._at(sent + self.timeout, timed_out)
+            self._run_at(sent + self.timeout, timed_out)
 
     def _pump(self, lane: str) -> None:
         queue = self._lanes.get(lane)
@@ -165,15 +165,19 @@ class VirtualRuntime:
             return
         self._busy.add(lane)
         job = queue.popleft()
-        self._at(self.now(), job)
+        self._run_at(self.now(), job)
 
-    # -- scheduling (the simulation overrides these two to share one world clock) ----------
+    # -- scheduling (the simulation overrides these to share one world clock) --------------
 
     def _at(self, when: float, fn: Callable[[], None]) -> Timer:
         """Run ``fn`` in this process at local time ``when``."""
         event = _Event(fn)
         heapq.heappush(self._events, (when, next(self._sequence), event))
         return event
+
+    def _run_at(self, when: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` at local time ``when``: the runtime's own events, which nothing cancels."""
+        self._at(when, fn)
 
     def _deliver(self, when: float, fn: Callable[[], None]) -> None:
         """Apply a request on the backend at local time ``when``: not this process's work, so

@@ -27,7 +27,7 @@ from .fork import copy_of_memory
 from .short_grants import session_lost
 
 if TYPE_CHECKING:
-    from .world import World, WorldEvent
+    from .world import Event, World
 
 
 #: Often enough that every run purges a few times.
@@ -39,6 +39,18 @@ class _NoThread:
 
     def cancel(self) -> None:
         pass
+
+
+class WorldTimer:
+    """A timer of the engine on the world's heap: cancelling it makes the world skip its event."""
+
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
 
 
 class ProcessRuntime(VirtualRuntime):
@@ -67,21 +79,30 @@ class ProcessRuntime(VirtualRuntime):
     def world_time(self, local: float) -> float:
         return (local - self.offset) / self.rate
 
-    def at_local(self, when: float, fn: Callable[[], None]) -> WorldEvent:
+    def at_local(self, when: float, fn: Callable[[], None], timer: WorldTimer | None = None) -> None:
         """Run ``fn`` in this process at local time ``when`` (on whichever thread asks)."""
         # world_time(when), inlined: the engine's and the workload's every timer comes here
-        return self._world.schedule((when - self.offset) / self.rate, fn, self._process, when)
+        self._world.schedule((when - self.offset) / self.rate, fn, self._process, when, timer)
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> Timer:
         # VirtualRuntime's with _at() and max() inlined: every timer of the engine comes here
         if not self.threads:
             return _NoThread()
-        return self.at_local(self.now() + (delay if delay > 0.0 else 0.0), fn)
+        timer = WorldTimer()
+        self.at_local(self.now() + (delay if delay > 0.0 else 0.0), fn, timer)
+        return timer
 
     def _at(self, when: float, fn: Callable[[], None]) -> Timer:
         if not self.threads:
             return _NoThread()
-        return self.at_local(when, fn)
+        timer = WorldTimer()
+        self.at_local(when, fn, timer)
+        return timer
+
+    def _run_at(self, when: float, fn: Callable[[], None]) -> None:
+        # no timer for what nothing cancels (most of the runtime's events): an object fewer each
+        if self.threads:
+            self.at_local(when, fn)
 
     def _deliver(self, when: float, fn: Callable[[], None]) -> None:
         self._world.schedule(self.world_time(when), fn)
@@ -118,7 +139,7 @@ class SimProcess:
         self.parent = parent
         self.stopped = False  # crashed or exited: runs nothing ever again
         self.paused = False
-        self.held: list[WorldEvent] = []  # events that came due while paused
+        self.held: list[Event] = []  # events that came due while paused
         if parent is None:
             timeout = config.patient_timeout if patient else config.timeout
             # local clocks share nothing with the world's

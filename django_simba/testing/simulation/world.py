@@ -24,7 +24,7 @@ from .forgetful import model_for
 from .injector import Injector
 from .invariants import Checker, GrantLog
 from .network import Network
-from .process import SimProcess
+from .process import SimProcess, WorldTimer
 from .register import FencedRegister, Write
 from .result import SimulationResult
 from .short_grants import FAULT as SHORT_GRANTS
@@ -39,19 +39,9 @@ EXPIRY_LAG = 0.001
 EXPIRY_WHILE_DOWN = 0.1
 
 
-class WorldEvent:
-    """An event on the world's heap; ``owner`` is the process that runs it (None: the world)."""
-
-    __slots__ = ("cancelled", "fn", "local_due", "owner")
-
-    def __init__(self, fn: Callable[[], None], owner: SimProcess | None, local_due: float) -> None:
-        self.fn = fn
-        self.owner = owner
-        self.local_due = local_due
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
+#: An event on the world's heap: (world time, sequence, what it runs, the process that runs it (None:
+#: the world), its local due time, the timer that may cancel it (None for most: nothing cancels them)).
+Event = tuple[float, int, Callable[[], None], "SimProcess | None", float, "WorldTimer | None"]
 
 
 class World:
@@ -64,7 +54,7 @@ class World:
         self.backend_down = False
         self.backend_offset = 0.0  # a step of the backend's clock (premise)
         self.events = 0
-        self._heap: list[tuple[float, int, WorldEvent]] = []
+        self._heap: list[Event] = []
         self._sequence = itertools.count()
         self.rng = random.Random(f"{config.seed}:world")
         self.trace = Trace(config.trace_size)
@@ -122,13 +112,18 @@ class World:
         return next(self._pids)
 
     def schedule(
-        self, when: float, fn: Callable[[], None], owner: SimProcess | None = None, local_due: float = 0.0
-    ) -> WorldEvent:
-        event = WorldEvent(fn, owner, local_due)
+        self,
+        when: float,
+        fn: Callable[[], None],
+        owner: SimProcess | None = None,
+        local_due: float = 0.0,
+        timer: WorldTimer | None = None,
+    ) -> None:
         now = self.now
         # max(when, now) without the call: this runs for every event
-        heapq.heappush(self._heap, (now if now > when else when, next(self._sequence), event))
-        return event
+        heapq.heappush(
+            self._heap, (now if now > when else when, next(self._sequence), fn, owner, local_due, timer)
+        )
 
     # -- running -----------------------------------------------------------------------
 
@@ -194,11 +189,11 @@ class World:
         checker = self.checker
         ran, granted = self.ran, self._granted
         while heap and heap[0][0] <= until:
-            when, _, event = pop(heap)
-            if event.cancelled:
+            event = pop(heap)
+            when, _, fn, owner, local_due, timer = event
+            if timer is not None and timer.cancelled:
                 continue
             self.now = when
-            owner = event.owner
             if owner is not None:
                 if owner.stopped:
                     continue
@@ -206,10 +201,10 @@ class World:
                     owner.held.append(event)
                     continue
                 runtime = owner.runtime
-                if event.local_due > runtime.floor:
-                    runtime.floor = event.local_due
+                if local_due > runtime.floor:
+                    runtime.floor = local_due
             self.current = owner
-            event.fn()
+            fn()
             self.current = None
             self.events += 1
             if self._notifications:
@@ -305,8 +300,8 @@ class World:
     def resume(self, process: SimProcess) -> None:
         process.paused = False
         held, process.held = process.held, []
-        for event in held:  # in their original order, now
-            heapq.heappush(self._heap, (self.now, next(self._sequence), event))
+        for _, _, fn, owner, local_due, timer in held:  # in their original order, now
+            heapq.heappush(self._heap, (self.now, next(self._sequence), fn, owner, local_due, timer))
         self.trace.add(self.now, process.label, "resumed, %d events were waiting", len(held))
 
     # -- backend and network -------------------------------------------------------------
