@@ -260,11 +260,19 @@ def test_a_blocked_caller_makes_its_later_attempts_in_its_own_thread(threaded_en
     backend = threaded_engine.backend
     other = _engine_on(backend)
     threads: list[tuple[str, int]] = []
+    in_flight = [0]
+    counting = threading.Lock()
     acquire = backend.acquire
 
     def recording(session_id: str, name: str, *, wait: bool = False):
-        threads.append((session_id, threading.get_ident()))
-        return acquire(session_id, name, wait=wait)
+        with counting:
+            threads.append((session_id, threading.get_ident()))
+            in_flight[0] += 1
+        try:
+            return acquire(session_id, name, wait=wait)
+        finally:
+            with counting:
+                in_flight[0] -= 1
 
     backend.acquire = recording
     try:
@@ -273,13 +281,18 @@ def test_a_blocked_caller_makes_its_later_attempts_in_its_own_thread(threaded_en
         thread, got = _take_in_thread(threaded_engine.lock("own-thread"), 5)
         mine = threaded_engine.wait_for_session(5)
         wait_until(lambda: _wanted(threaded_engine, "own-thread"), 5, message="refused")
-        # Blocked, not merely refused: until its waiter exists the engine makes attempts itself.
+        # Blocked, not merely refused: until its waiter exists the engine makes attempts itself
+        # (one of them may still be on its way: a loaded machine showed one from the engine's thread).
         wait_until(lambda: _blocked(threaded_engine, "own-thread"), 5, message="blocked in acquire()")
+        wait_until(lambda: in_flight[0] == 0, 5, message="no attempt on its way")
+        before = [ident for session_id, ident in threads if session_id == mine]
+        assert thread.ident in before  # the first try, refused, in the caller's thread
+        blocked_at = len(threads)
         holder.release()
         thread.join(5)
         assert got, "the waiting caller never got the lock"
-        attempts = [ident for session_id, ident in threads if session_id == mine]
-        assert len(attempts) >= 2  # the first try, refused, and the one after the release
+        attempts = [ident for session_id, ident in threads[blocked_at:] if session_id == mine]
+        assert attempts  # the one after the release
         assert set(attempts) == {thread.ident}
     finally:
         backend.acquire = acquire
