@@ -21,6 +21,7 @@ from ...spi import (
     Renewal,
     SessionExpired,
     SessionInfo,
+    SimbaError,
 )
 from . import requests
 from .acls import AclGuard
@@ -123,7 +124,10 @@ class ZookeeperBackend(LeaseBackend):
             try:
                 self._check_acls(session)
             except BaseException:
-                session.end("its nodes' ACLs were not checked, or are unsafe")
+                # Closed before the refusal is raised, not in the background: no session node of it
+                # may be listed afterwards. A close that runs late says less than the refusal.
+                with contextlib.suppress(SimbaError):
+                    session.close(self._deadline(), "its nodes' ACLs were not checked, or are unsafe")
                 raise
         with self._mutex:
             self._by_id[session.session_id] = session

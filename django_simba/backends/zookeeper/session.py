@@ -165,9 +165,9 @@ class ZkSession:
         self._stop_client()
         return True
 
-    def close(self, deadline: Deadline) -> None:
+    def close(self, deadline: Deadline, reason: str = "closed") -> None:
         """Close the ZooKeeper session: the server deletes its ephemeral nodes at once."""
-        self.end("closed")
+        self.end(reason)
         if not self._stopped.wait(deadline.left()):
             raise BackendTimeout(
                 f"closing ZooKeeper session {self.session_id} did not finish in time; "
